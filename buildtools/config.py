@@ -1,0 +1,53 @@
+"""Reads the build targets declared once in pyproject.toml [tool.cuda_ext_example]."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 builds
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    version: str
+    sass_archs: tuple[str, ...]
+    ptx_arch: str
+    torch_target: str
+    glibc: str
+    python_limited_api: str
+
+    @property
+    def torch_target_hex(self) -> str:
+        """TORCH_TARGET_VERSION as torch/csrc/stable/version.h encodes it."""
+        major, minor = (int(x) for x in self.torch_target.split("."))
+        return f"0x{(major << 56) | (minor << 48):016x}"
+
+    @property
+    def py_limited_api_hex(self) -> str:
+        major, minor = (int(x) for x in self.python_limited_api.split("."))
+        return f"0x{major:02X}{minor:02X}0000"
+
+    @property
+    def arch_summary(self) -> str:
+        sass = " ".join(f"sm_{a}" for a in self.sass_archs)
+        return f"SASS {sass}; PTX compute_{self.ptx_arch}"
+
+
+def load(pyproject: Path = ROOT / "pyproject.toml") -> BuildConfig:
+    data = tomllib.loads(pyproject.read_text())
+    tool = data["tool"]["cuda_ext_example"]
+    return BuildConfig(
+        version=data["project"]["version"],
+        sass_archs=tuple(tool["sass-archs"]),
+        ptx_arch=tool["ptx-arch"],
+        torch_target=tool["torch-target"],
+        glibc=tool["glibc"],
+        python_limited_api=tool["python-limited-api"],
+    )

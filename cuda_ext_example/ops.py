@@ -1,0 +1,98 @@
+"""Python face of the ops: typed wrappers, fake kernels (torch.compile) and autograd.
+
+The ops themselves (schema, CPU and CUDA kernels, input checks) are registered
+by the compiled extension through the LibTorch stable ABI; this module adds
+what is naturally Python: fake tensor propagation and the backward formula.
+"""
+
+from __future__ import annotations
+
+import torch
+
+NAMESPACE = "cuda_ext_example"
+OP_NAMES = ("my_add", "my_fast_add")
+
+SUPPORTED_DTYPES = (
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint8,
+)
+
+
+def check_inputs(op: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    """The checks of csrc/ops.cpp check_inputs, with the same messages, for fake tensors."""
+    prefix = f"{NAMESPACE}.{op}"
+    if a.layout != torch.strided or b.layout != torch.strided:
+        raise RuntimeError(
+            f"{prefix}: expected dense (strided) tensors, got a sparse or other layout"
+        )
+    if a.device != b.device:
+        raise RuntimeError(
+            f"{prefix}: expected both tensors on the same device, "
+            f"got a on {a.device} and b on {b.device}"
+        )
+    if a.dtype != b.dtype:
+        raise RuntimeError(
+            f"{prefix}: expected both tensors to have the same dtype, got a {a.dtype} and b {b.dtype}"
+        )
+    if a.dtype not in SUPPORTED_DTYPES:
+        supported = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+        raise RuntimeError(f"{prefix}: unsupported dtype {a.dtype}; supported: {supported}")
+    if a.shape != b.shape:
+        raise RuntimeError(
+            f"{prefix}: expected tensors of the same shape (no broadcasting), "
+            f"got a {list(a.shape)} and b {list(b.shape)}"
+        )
+
+
+def _check_types(op: str, a: object, b: object) -> None:
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        raise TypeError(
+            f"{NAMESPACE}.{op}: expected two torch.Tensor arguments, "
+            f"got {type(a).__name__} and {type(b).__name__}"
+        )
+
+
+def my_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a + b with the simple one-element-per-thread CUDA kernel (or the CPU kernel).
+
+    Both tensors must have the same shape, dtype and device. Returns a new
+    contiguous tensor equal to ``torch.add(a, b)``.
+    """
+    _check_types("my_add", a, b)
+    return torch.ops.cuda_ext_example.my_add(a, b)
+
+
+def my_fast_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a + b with the 16-byte vectorized CUDA kernel (or the CPU kernel).
+
+    Same contract as :func:`my_add`; any size, offset or layout is accepted.
+    """
+    _check_types("my_fast_add", a, b)
+    return torch.ops.cuda_ext_example.my_fast_add(a, b)
+
+
+def _make_fake(op: str):
+    def fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        check_inputs(op, a, b)
+        return a.new_empty(a.shape)  # contiguous, like the real kernels' output
+
+    return fake
+
+
+def _backward(ctx, grad: torch.Tensor):
+    # d(a + b)/da = d(a + b)/db = 1
+    return grad, grad
+
+
+def register_python_parts() -> None:
+    for op in OP_NAMES:
+        qualname = f"{NAMESPACE}::{op}"
+        torch.library.register_fake(qualname, _make_fake(op))
+        torch.library.register_autograd(qualname, _backward)
