@@ -14,7 +14,7 @@ REPAIR_EXCLUDES := --exclude 'libtorch*' --exclude 'libc10*' --exclude 'libcudar
 NVCC ?= $(shell command -v nvcc || ls $(VENV)/lib/python3*/site-packages/nvidia/cu13/bin/nvcc 2>/dev/null)
 CPP_ARCHS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_120,code=compute_120
 
-.PHONY: venv wheel repair cpp test test-gpu lint format clean
+.PHONY: venv wheel repair install cpp test lint format clean
 
 venv: $(STAMP)
 $(STAMP): requirements/build.txt requirements/dev.txt
@@ -28,22 +28,28 @@ wheel: $(STAMP)
 	$(PY) -m build --wheel --no-isolation --outdir dist .
 
 # auditwheel show, then repair to manylinux2014 without grafting torch/CUDA.
-repair: $(STAMP)
-	test -n "$$(ls dist/*.whl 2>/dev/null)" || $(MAKE) wheel
+repair: wheel
 	$(VENV)/bin/auditwheel show dist/*.whl
 	rm -rf wheelhouse
 	$(VENV)/bin/auditwheel repair --plat $(PLAT) $(REPAIR_EXCLUDES) -w wheelhouse dist/*.whl
 
 # Standalone harness: the kernels with no torch, checking their own results.
-cpp: build/cpp/cee_harness
-build/cpp/cee_harness: csrc/main.cu csrc/add_kernels.cu csrc/add_kernels.h
-	mkdir -p build/cpp
-	$(NVCC) -O2 -g -lineinfo -std=c++17 $(CPP_ARCHS) -DCEE_ARCH_LIST='"$(CPP_ARCHS)"' \
+# Override the archs for your GPU: make cpp CPP_ARCHS="-gencode arch=compute_86,code=sm_86"
+CPP_OUT ?= build/cpp/cee_harness
+cpp: $(CPP_OUT)
+$(CPP_OUT): csrc/main.cu csrc/add_kernels.cu csrc/add_kernels.h
+	mkdir -p $(dir $@)
+	$(NVCC) -O2 -lineinfo -std=c++17 $(CPP_ARCHS) -DCEE_ARCH_LIST='"$(CPP_ARCHS)"' \
 		csrc/main.cu csrc/add_kernels.cu -o $@
 	@echo "built $@ (run it on a GPU machine)"
 
-test: $(STAMP)
-	$(PY) -m pytest tests
+# Tests run against the repaired wheel, installed into the venv like a user's.
+# (pytest, not `python -m pytest`: the source tree must not shadow the install.)
+install: repair
+	$(PY) -m pip install -q --no-deps --force-reinstall wheelhouse/*.whl
+
+test: install
+	$(VENV)/bin/pytest tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

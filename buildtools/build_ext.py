@@ -92,7 +92,11 @@ def link_extension(cfg: config.BuildConfig, cuda_obj: Path, cudart: Path, out: P
 def git_state() -> tuple[str, bool]:
     try:
         commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=config.ROOT, capture_output=True, text=True, check=True
+            ["git", "rev-parse", "HEAD"],
+            cwd=config.ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         dirty = bool(
             subprocess.run(
@@ -151,4 +155,3 @@ class ZigNvccBuildExt(build_ext):
         # Let bdist_wheel pick up the build record next to the extension.
         outputs = super().get_outputs()
         return outputs + [str(Path(o).parent / "_build_info.json") for o in outputs]
-

@@ -70,6 +70,12 @@ std::string dtype_name(ScalarType t) {
     case ScalarType::Bool: return "torch.bool";
     case ScalarType::ComplexFloat: return "torch.complex64";
     case ScalarType::ComplexDouble: return "torch.complex128";
+    case ScalarType::ComplexHalf: return "torch.complex32";
+    case ScalarType::UInt16: return "torch.uint16";
+    case ScalarType::UInt32: return "torch.uint32";
+    case ScalarType::UInt64: return "torch.uint64";
+    case ScalarType::Float8_e4m3fn: return "torch.float8_e4m3fn";
+    case ScalarType::Float8_e5m2: return "torch.float8_e5m2";
     default: return std::string("torch dtype ") + torch::headeronly::toString(t);
   }
 }
@@ -203,12 +209,17 @@ GetCurrentCudaStream find_current_stream_getter() {
   return cached;
 }
 
-void cuda_add(cee_kernel kernel, const char* op, cee_dtype dtype,
-              const Tensor& a, const Tensor& b, Tensor& out) {
+GetCurrentCudaStream require_cuda_torch() {
   GetCurrentCudaStream get_stream = find_current_stream_getter();
   if (!get_stream)
     fail("got CUDA tensors, but the running torch has no CUDA support "
          "(libtorch_cuda.so is not loaded); install a CUDA build of torch");
+  return get_stream;
+}
+
+void cuda_add(cee_kernel kernel, const char* op, cee_dtype dtype,
+              const Tensor& a, const Tensor& b, Tensor& out) {
+  GetCurrentCudaStream get_stream = require_cuda_torch();
   const int32_t device = a.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
   void* stream = nullptr;
@@ -224,34 +235,49 @@ void cuda_add(cee_kernel kernel, const char* op, cee_dtype dtype,
 
 // ----------------------------------------------------------------- the ops
 
-Tensor add_impl(const Tensor& a_in, const Tensor& b_in, cee_kernel kernel,
+// Checks, packs non-contiguous inputs (transposes, strided slices; an offset
+// slice like x[1:] stays as it is, the kernels handle its alignment) and
+// allocates the contiguous output.
+struct Prepared {
+  cee_dtype dtype;
+  Tensor a, b, out;
+};
+
+Prepared prepare(const Tensor& a, const Tensor& b) {
+  const cee_dtype dtype = check_inputs(a, b);
+  Tensor ac = a.is_contiguous() ? a : torch::stable::contiguous(a);
+  Tensor bc = b.is_contiguous() ? b : torch::stable::contiguous(b);
+  Tensor out = torch::stable::new_empty(ac, ac.sizes());
+  return {dtype, ac, bc, out};
+}
+
+// The CPU kernel serves both ops: vectorizing is the compiler's job there.
+Tensor add_cpu(Tensor a, Tensor b) {
+  Prepared p = prepare(a, b);
+  if (p.out.numel() > 0)
+    cpu_add(p.dtype, p.a.const_data_ptr(), p.b.const_data_ptr(),
+            p.out.mutable_data_ptr(), p.out.numel());
+  return p.out;
+}
+
+Tensor add_cuda(const Tensor& a, const Tensor& b, cee_kernel kernel,
                 const char* op) {
-  const cee_dtype dtype = check_inputs(a_in, b_in);
-  // Non-contiguous inputs (transposes, strided slices) are packed first; an
-  // offset slice like x[1:] stays as it is and the kernel handles alignment.
-  const Tensor a = a_in.is_contiguous() ? a_in : torch::stable::contiguous(a_in);
-  const Tensor b = b_in.is_contiguous() ? b_in : torch::stable::contiguous(b_in);
-  Tensor out = torch::stable::new_empty(a, a.sizes());
-  if (out.numel() == 0) return out;
-  if (a.is_cpu()) {
-    cpu_add(dtype, a.const_data_ptr(), b.const_data_ptr(), out.mutable_data_ptr(),
-            out.numel());
-  } else if (a.is_cuda()) {
-    cuda_add(kernel, op, dtype, a, b, out);
-  } else {
-    fail("tensors on " + device_name(a.device()) + " are not supported");
-  }
-  return out;
+  require_cuda_torch();  // first: on a CPU-only torch, say that and only that
+  Prepared p = prepare(a, b);
+  if (!p.a.is_cuda())
+    fail("the CUDA kernel got tensors on " + device_name(p.a.device()));
+  cuda_add(kernel, op, p.dtype, p.a, p.b, p.out);
+  return p.out;
 }
 
 constexpr char kMyAdd[] = "cuda_ext_example.my_add";
 constexpr char kMyFastAdd[] = "cuda_ext_example.my_fast_add";
 
-Tensor my_add(Tensor a, Tensor b) {
-  return add_impl(a, b, CEE_KERNEL_SIMPLE, kMyAdd);
+Tensor my_add_cuda(Tensor a, Tensor b) {
+  return add_cuda(a, b, CEE_KERNEL_SIMPLE, kMyAdd);
 }
-Tensor my_fast_add(Tensor a, Tensor b) {
-  return add_impl(a, b, CEE_KERNEL_VECTORIZED, kMyFastAdd);
+Tensor my_fast_add_cuda(Tensor a, Tensor b) {
+  return add_cuda(a, b, CEE_KERNEL_VECTORIZED, kMyFastAdd);
 }
 
 // ------------------------------------------------- the exception boundary
@@ -304,13 +330,13 @@ STABLE_TORCH_LIBRARY(cuda_ext_example, m) {
 }
 
 STABLE_TORCH_LIBRARY_IMPL(cuda_ext_example, CPU, m) {
-  m.impl("my_add", &guarded<TORCH_BOX(&my_add), kMyAdd>);
-  m.impl("my_fast_add", &guarded<TORCH_BOX(&my_fast_add), kMyFastAdd>);
+  m.impl("my_add", &guarded<TORCH_BOX(&add_cpu), kMyAdd>);
+  m.impl("my_fast_add", &guarded<TORCH_BOX(&add_cpu), kMyFastAdd>);
 }
 
 STABLE_TORCH_LIBRARY_IMPL(cuda_ext_example, CUDA, m) {
-  m.impl("my_add", &guarded<TORCH_BOX(&my_add), kMyAdd>);
-  m.impl("my_fast_add", &guarded<TORCH_BOX(&my_fast_add), kMyFastAdd>);
+  m.impl("my_add", &guarded<TORCH_BOX(&my_add_cuda), kMyAdd>);
+  m.impl("my_fast_add", &guarded<TORCH_BOX(&my_fast_add_cuda), kMyFastAdd>);
 }
 
 // The Python module: empty, importing it runs the registrations above.

@@ -39,7 +39,8 @@ def check_inputs(op: str, a: torch.Tensor, b: torch.Tensor) -> None:
         )
     if a.dtype != b.dtype:
         raise RuntimeError(
-            f"{prefix}: expected both tensors to have the same dtype, got a {a.dtype} and b {b.dtype}"
+            f"{prefix}: expected both tensors to have the same dtype, "
+            f"got a {a.dtype} and b {b.dtype}"
         )
     if a.dtype not in SUPPORTED_DTYPES:
         supported = ", ".join(str(d) for d in SUPPORTED_DTYPES)

@@ -1,0 +1,135 @@
+"""Facts about a built extension binary (.so, or the one inside a wheel).
+
+Shared by the wheel tests, the release gates and `python -m cuda_ext_example.inspect`.
+ELF facts come from pyelftools (installed with auditwheel; `pip install pyelftools`);
+the device-code listing comes from NVIDIA's cuobjdump.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+import zipfile
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def _elf(path: Path):
+    try:
+        from elftools.elf.elffile import ELFFile
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise RuntimeError("reading ELF files needs pyelftools: pip install pyelftools") from exc
+    return ELFFile(open(path, "rb"))  # noqa: SIM115 - closed by callers via .stream
+
+
+def _dynamic_symbols(path: Path):
+    elf = _elf(path)
+    try:
+        for sym in elf.get_section_by_name(".dynsym").iter_symbols():
+            if sym.name:
+                yield sym
+    finally:
+        elf.stream.close()
+
+
+def needed_libraries(path: Path) -> list[str]:
+    """DT_NEEDED entries, in order."""
+    elf = _elf(path)
+    try:
+        dynamic = elf.get_section_by_name(".dynamic")
+        return [tag.needed for tag in dynamic.iter_tags() if tag.entry.d_tag == "DT_NEEDED"]
+    finally:
+        elf.stream.close()
+
+
+def exported_symbols(path: Path) -> list[str]:
+    """Defined global/weak dynamic symbols (the T/W lines of `nm -D --defined-only`)."""
+    return sorted(
+        s.name
+        for s in _dynamic_symbols(path)
+        if s["st_shndx"] != "SHN_UNDEF" and s["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK")
+    )
+
+
+def undefined_symbols(path: Path) -> list[str]:
+    """Symbols the binary imports (the U lines of `nm -D`), without version suffixes."""
+    return sorted({s.name for s in _dynamic_symbols(path) if s["st_shndx"] == "SHN_UNDEF"})
+
+
+def symbol_versions(path: Path) -> dict[str, list[str]]:
+    """Required symbol versions per library, e.g. {'libc.so.6': ['GLIBC_2.2.5', ...]}."""
+    elf = _elf(path)
+    try:
+        section = elf.get_section_by_name(".gnu.version_r")
+        if section is None:
+            return {}
+        return {
+            verneed.name: sorted(aux.name for aux in auxes)
+            for verneed, auxes in section.iter_versions()
+        }
+    finally:
+        elf.stream.close()
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version))
+
+
+def newest_version(path: Path, prefix: str) -> str | None:
+    """Newest required version with this prefix ('GLIBC_', 'GLIBCXX_', 'CXXABI_')."""
+    found = [
+        v
+        for versions in symbol_versions(path).values()
+        for v in versions
+        if v.startswith(prefix) and re.fullmatch(re.escape(prefix) + r"[\d.]+", v)
+    ]
+    return max(found, key=_version_key) if found else None
+
+
+def find_cuobjdump() -> str | None:
+    """cuobjdump on PATH, in the CUDA toolkit, or from the nvidia-cuda-cuobjdump wheel."""
+    candidates = [shutil.which("cuobjdump")]
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(env):
+            candidates.append(os.path.join(os.environ[env], "bin", "cuobjdump"))
+    candidates.append("/usr/local/cuda/bin/cuobjdump")
+    for base in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
+        candidates.append(os.path.join(base, "nvidia", "cu13", "bin", "cuobjdump"))
+    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+
+
+def device_code(path: Path, cuobjdump: str | None = None) -> dict[str, list[str]]:
+    """{'sass': ['sm_75', ...], 'ptx': ['sm_120', ...]} embedded in the binary's fatbin."""
+    tool = cuobjdump or find_cuobjdump()
+    if tool is None:
+        raise RuntimeError(
+            "cuobjdump not found (looked on PATH, in $CUDA_HOME and the CUDA toolkit, and in "
+            "site-packages/nvidia/cu13): pip install nvidia-cuda-cuobjdump"
+        )
+    result = {}
+    for kind, flag in (("sass", "--list-elf"), ("ptx", "--list-ptx")):
+        out = subprocess.run(
+            [tool, flag, str(path)], capture_output=True, text=True, check=False
+        ).stdout
+        result[kind] = sorted(
+            set(re.findall(r"\.(sm_\d+a?f?)\.(?:cubin|ptx)", out)), key=_version_key
+        )
+    return result
+
+
+@contextmanager
+def extension_in(path: Path):
+    """Yields the path of the extension .so: `path` itself, or extracted from a wheel."""
+    path = Path(path)
+    if path.suffix != ".whl":
+        yield path
+        return
+    with zipfile.ZipFile(path) as wheel, tempfile.TemporaryDirectory() as tmp:
+        names = [n for n in wheel.namelist() if n.endswith(".so")]
+        if len(names) != 1:
+            raise RuntimeError(f"{path.name}: expected one extension .so, found {names}")
+        yield Path(wheel.extract(names[0], tmp))

@@ -1,0 +1,65 @@
+"""Shared fixtures. The tests import the *installed* cuda_ext_example (make test
+installs the repaired wheel first), never the source tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import cuda_ext_example
+
+ROOT = Path(__file__).resolve().parent.parent
+HAS_CUDA = torch.cuda.is_available()
+
+if Path(cuda_ext_example.__file__).resolve().parent == ROOT / "cuda_ext_example":
+    raise RuntimeError(
+        "tests imported cuda_ext_example from the source tree; run `make test` "
+        "(it installs the built wheel) and call pytest, not python -m pytest"
+    )
+
+OPS = {"my_add": cuda_ext_example.my_add, "my_fast_add": cuda_ext_example.my_fast_add}
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def _mem_available_gib() -> float:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return 0.0
+
+
+def pytest_collection_modifyitems(config, items):
+    count = torch.cuda.device_count() if HAS_CUDA else 0
+    for item in items:
+        if "gpu" in item.keywords and not HAS_CUDA:
+            item.add_marker(pytest.mark.skip(reason="no CUDA GPU"))
+        if "multigpu" in item.keywords and count < 2:
+            item.add_marker(pytest.mark.skip(reason=f"needs 2 GPUs, found {count}"))
+        if "large" in item.keywords and _mem_available_gib() < 16:
+            item.add_marker(pytest.mark.skip(reason="needs 16 GiB of free host memory"))
+
+
+def pytest_report_header(config):
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return [
+        f"cuda_ext_example {cuda_ext_example.__version__} "
+        f"from {Path(cuda_ext_example.__file__).parent}",
+        f"torch {torch.__version__} (CUDA {torch.version.cuda}), GPUs: {gpus or 'none'}",
+        f"CEE build: {cuda_ext_example.BUILD_INFO}",
+    ]
+
+
+@pytest.fixture(params=list(OPS), ids=list(OPS))
+def op(request):
+    return OPS[request.param]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return request.param

@@ -1,0 +1,132 @@
+"""Bad input raises a clear Python exception naming the op and the problem."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import cuda_ext_example
+from cuda_ext_example._loader import check_torch_version, version_tuple
+
+
+def _name(op) -> str:
+    return f"cuda_ext_example.{op.__name__}"
+
+
+def test_shape_mismatch(op, device):
+    a = torch.ones(3, device=device)
+    with pytest.raises(RuntimeError, match=r"my_(fast_)?add: expected tensors of the same shape"):
+        op(a, torch.ones(4, device=device))
+    with pytest.raises(RuntimeError, match=r"got a \[2, 3\] and b \[3, 2\]"):
+        op(torch.ones(2, 3, device=device), torch.ones(3, 2, device=device))
+    # broadcasting is refused too, where torch.add would accept it
+    with pytest.raises(RuntimeError, match=_name(op)):
+        op(torch.ones(2, 3, device=device), torch.ones(3, device=device))
+
+
+def test_dtype_mismatch(op, device):
+    with pytest.raises(
+        RuntimeError,
+        match=rf"{_name(op)}: expected both tensors to have the same dtype, "
+        r"got a torch.int64 and b torch.float32",
+    ):
+        op(torch.arange(3, device=device), torch.ones(3, device=device))
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.complex64, torch.uint16], ids=str)
+def test_unsupported_dtype(op, device, dtype):
+    a = torch.zeros(3, dtype=dtype, device=device)
+    with pytest.raises(RuntimeError, match=rf"{_name(op)}: unsupported dtype {dtype}"):
+        op(a, a)
+
+
+def test_not_a_tensor(op):
+    with pytest.raises(TypeError, match=rf"{_name(op)}: expected two torch.Tensor arguments"):
+        op(torch.ones(3), [1.0, 2.0, 3.0])
+
+
+def test_sparse_layout(op):
+    a = torch.ones(3).to_sparse()
+    with pytest.raises((RuntimeError, NotImplementedError), match="my_"):
+        op(a, a)
+
+
+def test_fake_tensor_checks_match_the_kernel(op):
+    # Under torch.compile the fake kernel checks; its words are the kernel's.
+    a = torch.ones(3, device="meta")
+    with pytest.raises(RuntimeError, match=rf"{_name(op)}: expected tensors of the same shape"):
+        op(a, torch.ones(4, device="meta"))
+    with pytest.raises(
+        RuntimeError, match=rf"{_name(op)}: expected both tensors on the same device"
+    ):
+        op(a, torch.ones(3))
+    assert op(a, a).device.type == "meta"
+
+
+@pytest.mark.gpu
+def test_device_mismatch(op):
+    with pytest.raises(
+        RuntimeError,
+        match=rf"{_name(op)}: expected both tensors on the same device, "
+        r"got a on cuda:0 and b on cpu",
+    ):
+        op(torch.ones(3, device="cuda"), torch.ones(3))
+
+
+@pytest.mark.gpu
+@pytest.mark.multigpu
+def test_two_gpus_mismatch(op):
+    with pytest.raises(RuntimeError, match="got a on cuda:0 and b on cuda:1"):
+        op(torch.ones(3, device="cuda:0"), torch.ones(3, device="cuda:1"))
+
+
+@pytest.mark.skipif(torch.version.cuda is not None, reason="needs a CPU-only torch build")
+def test_cuda_kernel_on_cpu_only_torch(op):
+    # A CPU-only torch cannot make CUDA tensors, so send tensors to our CUDA
+    # kernel through the dispatcher as a CUDA tensor would go.
+    cuda_key = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
+    qualified = getattr(torch.ops.cuda_ext_example, op.__name__).default
+    with pytest.raises(
+        RuntimeError,
+        match=rf"{_name(op)}: got CUDA tensors, but the running torch has no CUDA support",
+    ):
+        qualified.redispatch(cuda_key, torch.ones(3), torch.ones(3))
+
+
+def test_error_leaves_process_usable(op, device):
+    for _ in range(50):
+        with pytest.raises(RuntimeError):
+            op(torch.ones(2, device=device), torch.ones(3, device=device))
+    assert op(torch.ones(2, device=device), torch.ones(2, device=device)).tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [("2.10.0", (2, 10)), ("2.11.0+cu130", (2, 11)), ("2.9.1", (2, 9)), ("3.0.0a0", (3, 0))],
+)
+def test_version_tuple(version, expected):
+    assert version_tuple(version) == expected
+
+
+def test_old_torch_is_refused_with_the_version_needed():
+    with pytest.raises(ImportError, match=r"needs torch>=2\.10.*torch 2\.9\.1 is installed"):
+        check_torch_version("2.9.1", "2.10")
+    check_torch_version("2.10.0", "2.10")  # the minimum itself is fine
+    check_torch_version("2.14.1+cu130", "2.10")
+
+
+def test_import_under_old_torch_raises_importerror(tmp_path):
+    # A real import in a fresh interpreter, with torch pretending to be 2.9.
+    code = (
+        "import torch; torch.__version__ = '2.9.0'\n"
+        "try:\n    import cuda_ext_example\n"
+        "except ImportError as e:\n    print('IMPORTERROR', e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert "IMPORTERROR cuda_ext_example needs torch>=2.10" in out.stdout, out.stdout + out.stderr
+    assert cuda_ext_example.BUILD_INFO["torch_target"] == "2.10"

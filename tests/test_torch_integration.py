@@ -1,0 +1,92 @@
+"""The ops behave as real torch ops: opcheck, torch.compile(fullgraph=True), autograd."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import assert_bitwise_equal, random_tensor
+
+import cuda_ext_example
+
+OP_OVERLOADS = {
+    "my_add": torch.ops.cuda_ext_example.my_add.default,
+    "my_fast_add": torch.ops.cuda_ext_example.my_fast_add.default,
+}
+
+
+@pytest.mark.parametrize("name", list(OP_OVERLOADS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64], ids=str)
+def test_opcheck(name, device, dtype):
+    a = random_tensor((5, 7), dtype, device)
+    b = random_tensor((5, 7), dtype, device)
+    if dtype.is_floating_point:
+        a.requires_grad_()
+    torch.library.opcheck(OP_OVERLOADS[name], (a, b))
+
+
+def test_opcheck_non_contiguous(device):
+    a = random_tensor((6, 4), torch.float32, device).t()
+    b = random_tensor((4, 6), torch.float32, device)
+    torch.library.opcheck(OP_OVERLOADS["my_fast_add"], (a, b))
+
+
+def test_torch_compile_fullgraph(op, device):
+    torch._dynamo.reset()
+
+    def f(a, b):
+        return op(a, b) * 2 + 1
+
+    compiled = torch.compile(f, fullgraph=True)
+    a = random_tensor((1000,), torch.float32, device)
+    b = random_tensor((1000,), torch.float32, device)
+    assert_bitwise_equal(compiled(a, b), f(a, b))
+    # different size: dynamic shapes path
+    a2 = random_tensor((37,), torch.float32, device)
+    b2 = random_tensor((37,), torch.float32, device)
+    assert_bitwise_equal(compiled(a2, b2), f(a2, b2))
+
+
+def test_compiled_graph_contains_the_op(op):
+    torch._dynamo.reset()
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    compiled = torch.compile(lambda a, b: op(a, b), backend=backend, fullgraph=True)
+    compiled(torch.ones(4), torch.ones(4))
+    assert any(t.startswith(f"cuda_ext_example.{op.__name__}") for t in seen), seen
+
+
+def test_autograd(op, device):
+    a = random_tensor((33,), torch.float64, device).requires_grad_()
+    b = random_tensor((33,), torch.float64, device).requires_grad_()
+    out = op(a, b)
+    assert out.requires_grad
+    grad = random_tensor((33,), torch.float64, device)
+    out.backward(grad)
+    assert_bitwise_equal(a.grad, grad)
+    assert_bitwise_equal(b.grad, grad)
+    assert torch.autograd.gradcheck(op, (a.detach().requires_grad_(), b.detach().requires_grad_()))
+
+
+def test_autograd_one_input_requires_grad(op, device):
+    a = random_tensor((8,), torch.float32, device).requires_grad_()
+    b = random_tensor((8,), torch.float32, device)
+    op(a, b).sum().backward()
+    assert_bitwise_equal(a.grad, torch.ones_like(a))
+
+
+def test_no_grad_and_inference_mode(op, device):
+    a = random_tensor((8,), torch.float32, device).requires_grad_()
+    b = random_tensor((8,), torch.float32, device)
+    with torch.no_grad():
+        assert not op(a, b).requires_grad
+    with torch.inference_mode():
+        assert_bitwise_equal(op(a, b), torch.add(a.detach(), b))
+
+
+def test_public_api():
+    assert set(cuda_ext_example.__all__) >= {"my_add", "my_fast_add", "__version__"}
+    assert cuda_ext_example.my_add.__doc__

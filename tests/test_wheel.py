@@ -1,0 +1,125 @@
+"""The built, repaired wheel itself: tags, metadata, ELF facts and device code."""
+
+from __future__ import annotations
+
+import sys
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+
+from cuda_ext_example import BUILD_INFO, binary_info
+
+ROOT = Path(__file__).resolve().parent.parent
+WHEELHOUSE = ROOT / "wheelhouse"
+
+# What the extension may link against: torch's CPU library and glibc parts that
+# manylinux2014 guarantees. No libstdc++, no CUDA runtime, no other torch lib.
+ALLOWED_NEEDED = {
+    "libtorch_cpu.so",
+    "libc.so.6",
+    "libm.so.6",
+    "libdl.so.2",
+    "libpthread.so.0",
+    "librt.so.1",
+    "ld-linux-x86-64.so.2",
+}
+
+pytestmark = pytest.mark.wheel
+
+
+@pytest.fixture(scope="module")
+def wheel() -> Path:
+    wheels = sorted(WHEELHOUSE.glob("*.whl"))
+    assert len(wheels) == 1, f"expected exactly one repaired wheel in {WHEELHOUSE}, found {wheels}"
+    return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def extension(wheel):
+    with binary_info.extension_in(wheel) as so:
+        yield so
+
+
+def _dist_info(wheel: Path, name: str) -> str:
+    with zipfile.ZipFile(wheel) as zf:
+        (path,) = [n for n in zf.namelist() if n.endswith(f".dist-info/{name}")]
+        return zf.read(path).decode()
+
+
+def test_one_abi3_manylinux2014_wheel(wheel):
+    tags = [
+        line.split(": ", 1)[1]
+        for line in _dist_info(wheel, "WHEEL").splitlines()
+        if line.startswith("Tag:")
+    ]
+    assert "cp310-abi3-manylinux2014_x86_64" in tags
+    assert all(t.startswith("cp310-abi3-") for t in tags), tags
+    assert "cp310-abi3-manylinux2014_x86_64" in wheel.name.replace(".manylinux_2_17_x86_64", "")
+
+
+def test_metadata_requires_torch_and_python(wheel):
+    meta = Parser().parsestr(_dist_info(wheel, "METADATA"))
+    assert meta.get_all("Requires-Dist") == [f"torch>={BUILD_INFO['torch_target']}"]
+    assert meta["Requires-Python"] == ">=3.10"
+    assert meta["Name"] == "cuda_ext_example"
+
+
+def test_glibc_floor_and_no_libstdcxx(extension):
+    newest = binary_info.newest_version(extension, "GLIBC_")
+    assert newest is not None
+    assert binary_info._version_key(newest) <= (2, 17), newest
+    assert binary_info.newest_version(extension, "GLIBCXX_") is None
+    assert binary_info.newest_version(extension, "CXXABI_") is None
+
+
+def test_needed_libraries_allowlist(extension):
+    needed = binary_info.needed_libraries(extension)
+    assert "libtorch_cpu.so" in needed
+    assert set(needed) <= ALLOWED_NEEDED, set(needed) - ALLOWED_NEEDED
+
+
+def test_nothing_grafted(wheel):
+    with zipfile.ZipFile(wheel) as zf:
+        shared = [n for n in zf.namelist() if ".so" in Path(n).name]
+    assert shared == ["cuda_ext_example/_C.abi3.so"]
+
+
+def test_exports_only_module_init(extension):
+    assert binary_info.exported_symbols(extension) == ["PyInit__C"]
+
+
+def test_imports_only_stable_torch_shims_and_limited_python(extension):
+    undefined = binary_info.undefined_symbols(extension)
+    assert not [s for s in undefined if s.startswith("_Z")], "mangled C++ symbols imported"
+    python = [s for s in undefined if s.startswith("Py")]
+    assert python == ["PyModule_Create2"]
+    assert "aoti_torch_check" in undefined
+
+
+def test_device_code_matches_build_record(extension):
+    if binary_info.find_cuobjdump() is None:
+        pytest.skip("cuobjdump not available")
+    code = binary_info.device_code(extension)
+    assert code["sass"] == BUILD_INFO["sass_archs"]
+    assert code["ptx"] == [BUILD_INFO["ptx_arch"].replace("compute_", "sm_")]
+    for arch in ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_103", "sm_120"):
+        assert arch in code["sass"]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib")
+def test_build_record_matches_pyproject(wheel):
+    import json
+
+    import tomllib
+
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["cuda_ext_example"]
+    with zipfile.ZipFile(wheel) as zf:
+        record = json.loads(zf.read("cuda_ext_example/_build_info.json"))
+    assert record["sass_archs"] == [f"sm_{a}" for a in tool["sass-archs"]]
+    assert record["ptx_arch"] == f"compute_{tool['ptx-arch']}"
+    assert record["torch_target"] == tool["torch-target"]
+    assert record["glibc_floor"] == tool["glibc"]
+    assert record["nvcc"].startswith("Build cuda_13.0")
+    assert record == BUILD_INFO  # the installed package is this wheel
