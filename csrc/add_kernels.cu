@@ -136,7 +136,8 @@ cudaError_t dispatch(cee_kernel kernel, cee_dtype dtype, const void* a,
                      const void* b, void* out, int64_t n, cudaStream_t stream) {
   switch (dtype) {
     case CEE_FLOAT16: return launch<__half>(kernel, a, b, out, n, stream);
-    case CEE_BFLOAT16: return launch<__nv_bfloat16>(kernel, a, b, out, n, stream);
+    case CEE_BFLOAT16:
+      return launch<__nv_bfloat16>(kernel, a, b, out, n, stream);
     case CEE_FLOAT32: return launch<float>(kernel, a, b, out, n, stream);
     case CEE_FLOAT64: return launch<double>(kernel, a, b, out, n, stream);
     case CEE_INT8: return launch<int8_t>(kernel, a, b, out, n, stream);
@@ -186,7 +187,8 @@ extern "C" int cee_cuda_add(cee_kernel kernel, cee_dtype dtype, const void* a,
   // but check, so a mismatch can never launch on the wrong GPU.
   int current = -1;
   cudaError_t status = cudaGetDevice(&current);
-  if (status == cudaSuccess && current != device) status = cudaSetDevice(device);
+  if (status == cudaSuccess && current != device)
+    status = cudaSetDevice(device);
   if (status == cudaSuccess)
     status = dispatch(kernel, dtype, a, b, out, n,
                       static_cast<cudaStream_t>(stream));

@@ -2,8 +2,9 @@
 // extension uses (csrc/add_kernels.cu), with no torch, and checks every result
 // against a host reference. Build with `make cpp`, run on a GPU machine:
 //
-//   build/cpp/cee_harness            all dtypes, sizes and offsets; exit 0 iff all match
-//   build/cpp/cee_harness N          one float32 case of N elements, both kernels
+//   build/cpp/cee_harness            all dtypes, sizes and offsets; exit 0 iff
+//   all match build/cpp/cee_harness N          one float32 case of N elements,
+//   both kernels
 //
 // Exit codes: 0 all correct, 1 a mismatch, 2 a CUDA error (message printed).
 #include <cuda_bf16.h>
@@ -46,8 +47,10 @@ template <typename T>
 T random_value(std::mt19937_64& rng) {
   if constexpr (sizeof(T) == 2 && !std::is_integral_v<T>) {
     std::normal_distribution<float> dist(0.f, 100.f);
-    if constexpr (std::is_same_v<T, __half>) return __float2half_rn(dist(rng));
-    else return __float2bfloat16_rn(dist(rng));
+    if constexpr (std::is_same_v<T, __half>)
+      return __float2half_rn(dist(rng));
+    else
+      return __float2bfloat16_rn(dist(rng));
   } else if constexpr (std::is_floating_point_v<T>) {
     std::normal_distribution<T> dist(0, 100);
     return dist(rng);
@@ -56,19 +59,19 @@ T random_value(std::mt19937_64& rng) {
   }
 }
 
-#define CHECK_CUDA(call)                                              \
-  do {                                                                \
-    cudaError_t s_ = (call);                                          \
-    if (s_ != cudaSuccess) {                                          \
+#define CHECK_CUDA(call)                                                      \
+  do {                                                                        \
+    cudaError_t s_ = (call);                                                  \
+    if (s_ != cudaSuccess) {                                                  \
       std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(s_)); \
-      std::exit(2);                                                   \
-    }                                                                 \
+      std::exit(2);                                                           \
+    }                                                                         \
   } while (0)
 
 // Runs one case; returns the number of wrong elements (exits on CUDA errors).
 template <typename T>
-int64_t run_case(cee_dtype dtype, const char* name, cee_kernel kernel, int64_t n,
-                 int64_t offset, std::mt19937_64& rng) {
+int64_t run_case(cee_dtype dtype, const char* name, cee_kernel kernel,
+                 int64_t n, int64_t offset, std::mt19937_64& rng) {
   std::vector<T> a(n + offset), b(n + offset), out(n + offset);
   for (auto& x : a) x = random_value<T>(rng);
   for (auto& x : b) x = random_value<T>(rng);
@@ -136,6 +139,7 @@ int main(int argc, char** argv) {
   wrong += run_dtype<int32_t>(CEE_INT32, "int32", rng, sizes);
   wrong += run_dtype<int64_t>(CEE_INT64, "int64", rng, sizes);
   wrong += run_dtype<uint8_t>(CEE_UINT8, "uint8", rng, sizes);
-  std::printf("%s: %lld wrong elements\n", wrong ? "FAILED" : "OK", (long long)wrong);
+  std::printf("%s: %lld wrong elements\n", wrong ? "FAILED" : "OK",
+              (long long)wrong);
   return wrong ? 1 : 0;
 }

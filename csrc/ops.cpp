@@ -13,14 +13,9 @@
 #error "build with -DPy_LIMITED_API=0x030A0000 (see buildtools/build_ext.py)"
 #endif
 #include <Python.h>
-
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
-
-#include <exception>
-#include <string>
-
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
@@ -28,6 +23,9 @@
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/util/BFloat16.h>
 #include <torch/headeronly/util/Half.h>
+
+#include <exception>
+#include <string>
 
 #include "add_kernels.h"
 
@@ -76,7 +74,8 @@ std::string dtype_name(ScalarType t) {
     case ScalarType::UInt64: return "torch.uint64";
     case ScalarType::Float8_e4m3fn: return "torch.float8_e4m3fn";
     case ScalarType::Float8_e5m2: return "torch.float8_e5m2";
-    default: return std::string("torch dtype ") + torch::headeronly::toString(t);
+    default:
+      return std::string("torch dtype ") + torch::headeronly::toString(t);
   }
 }
 
@@ -108,7 +107,8 @@ constexpr const char* kSupportedDtypes =
     "torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, "
     "torch.int16, torch.int32, torch.int64, torch.uint8";
 
-// Same rules, and the same words, as the fake kernels in cuda_ext_example/ops.py.
+// Same rules, and the same words, as the fake kernels in
+// cuda_ext_example/ops.py.
 cee_dtype check_inputs(const Tensor& a, const Tensor& b) {
   if (a.layout() != torch::headeronly::Layout::Strided ||
       b.layout() != torch::headeronly::Layout::Strided)
@@ -154,12 +154,18 @@ struct CpuAdd<c10::BFloat16> {
 };
 template <typename S, typename U>
 struct WrappingAdd {
-  static S apply(S a, S b) { return static_cast<S>(static_cast<U>(a) + static_cast<U>(b)); }
+  static S apply(S a, S b) {
+    return static_cast<S>(static_cast<U>(a) + static_cast<U>(b));
+  }
 };
-template <> struct CpuAdd<int8_t> : WrappingAdd<int8_t, uint8_t> {};
-template <> struct CpuAdd<int16_t> : WrappingAdd<int16_t, uint16_t> {};
-template <> struct CpuAdd<int32_t> : WrappingAdd<int32_t, uint32_t> {};
-template <> struct CpuAdd<int64_t> : WrappingAdd<int64_t, uint64_t> {};
+template <>
+struct CpuAdd<int8_t> : WrappingAdd<int8_t, uint8_t> {};
+template <>
+struct CpuAdd<int16_t> : WrappingAdd<int16_t, uint16_t> {};
+template <>
+struct CpuAdd<int32_t> : WrappingAdd<int32_t, uint32_t> {};
+template <>
+struct CpuAdd<int64_t> : WrappingAdd<int64_t, uint64_t> {};
 
 template <typename T>
 void cpu_add_typed(const void* a, const void* b, void* out, int64_t n) {
@@ -212,8 +218,9 @@ GetCurrentCudaStream find_current_stream_getter() {
 GetCurrentCudaStream require_cuda_torch() {
   GetCurrentCudaStream get_stream = find_current_stream_getter();
   if (!get_stream)
-    fail("got CUDA tensors, but the running torch has no CUDA support "
-         "(libtorch_cuda.so is not loaded); install a CUDA build of torch");
+    fail(
+        "got CUDA tensors, but the running torch has no CUDA support "
+        "(libtorch_cuda.so is not loaded); install a CUDA build of torch");
   return get_stream;
 }
 
@@ -286,12 +293,9 @@ using BoxedKernel = void (*)(StableIValue*, uint64_t, uint64_t);
 
 // Runs a boxed kernel; returns false with the message in `message` if it threw.
 // Everything with a destructor lives and dies inside this function.
-__attribute__((noinline)) bool run_catching(BoxedKernel kernel,
-                                            StableIValue* stack,
-                                            uint64_t num_args,
-                                            uint64_t num_outputs,
-                                            const char* op, char* message,
-                                            size_t message_len) {
+__attribute__((noinline)) bool run_catching(
+    BoxedKernel kernel, StableIValue* stack, uint64_t num_args,
+    uint64_t num_outputs, const char* op, char* message, size_t message_len) {
   const char* what = "unknown C++ exception";
   try {
     kernel(stack, num_args, num_outputs);
@@ -341,8 +345,10 @@ STABLE_TORCH_LIBRARY_IMPL(cuda_ext_example, CUDA, m) {
 
 // The Python module: empty, importing it runs the registrations above.
 static PyModuleDef cee_module = {
-    PyModuleDef_HEAD_INIT, "_C",
-    "cuda_ext_example's compiled ops; use torch.ops.cuda_ext_example.*", -1,
+    PyModuleDef_HEAD_INIT,
+    "_C",
+    "cuda_ext_example's compiled ops; use torch.ops.cuda_ext_example.*",
+    -1,
     nullptr,
 };
 
