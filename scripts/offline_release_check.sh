@@ -10,6 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 wheelhouse=$(realpath "$1"); tools_wheels=$(realpath "$2"); out=$(realpath "$3")
+echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  wheel: $(basename "$wheelhouse"/*.whl)"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo "no GPU"
+python3 -c 'import sys, torch; print("python", sys.version.split()[0], "| torch", torch.__version__)'
 tools=$(mktemp -d)
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$tools" "$tools_wheels"/*.whl
 export PYTHONPATH=$tools PATH=$tools/bin:$PATH

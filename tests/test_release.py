@@ -9,7 +9,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,6 +222,8 @@ def test_whole_release_against_local_index(tmp_path):
     assert "local index: http://127.0.0.1:" in log
     assert "Successfully installed cuda_ext_example" in log
     assert log.count("SMOKE TEST PASSED") >= 2  # in the notebook and in scripts/smoke_test.py
+    import nbformat  # a dev tool (requirements/dev.txt), needed by this test only
+
     executed = nbformat.read(out / "colab_smoke_test.executed.ipynb", as_version=4)
     outputs = [
         "".join(o.get("text", "") for o in cell.outputs)
