@@ -10,7 +10,8 @@ STAMP := $(VENV)/.installed
 NVCC ?= $(shell command -v nvcc || ls $(VENV)/lib/python3*/site-packages/nvidia/cu13/bin/nvcc 2>/dev/null)
 CPP_ARCHS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_120,code=compute_120
 
-.PHONY: venv wheel repair release install cpp test lint format clean
+.PHONY: venv wheel repair release install cpp test lint format clean \
+	doctor ptx sass symbols jit coldstart profile ncu
 
 venv: $(STAMP)
 $(STAMP): requirements/build.txt requirements/dev.txt
@@ -61,6 +62,36 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/clang-format -i csrc/*.cu csrc/*.cpp csrc/*.h
+
+# ------------------------------------------------------------ know your binary
+# These run against the *installed* package with $(RUN_PY) (a GPU machine's
+# python3 by default: install the wheel there first).
+RUN_PY ?= python3
+WHEEL ?= $(firstword $(wildcard wheelhouse/*.whl) $(wildcard dist/*.whl))
+RESULTS ?= bench/results
+NCU_SECTIONS := --section SpeedOfLight --section MemoryWorkloadAnalysis \
+	--section MemoryWorkloadAnalysis_Tables --section LaunchStats --section Occupancy
+
+doctor:
+	$(RUN_PY) -m cuda_ext_example doctor
+ptx:
+	$(RUN_PY) -m cuda_ext_example.inspect $(WHEEL) --ptx
+sass:
+	$(RUN_PY) -m cuda_ext_example.inspect $(WHEEL) --sass
+symbols:
+	$(RUN_PY) -m cuda_ext_example.inspect $(WHEEL) --symbols
+jit:
+	$(RUN_PY) scripts/jit_check.py csrc
+coldstart:
+	$(RUN_PY) scripts/coldstart.py
+profile:
+	$(RUN_PY) scripts/profile_trace.py --out $(RESULTS)/trace.json
+# Nsight Compute on the benchmark kernels (ours and torch's), report saved.
+ncu:
+	mkdir -p $(RESULTS)
+	ncu $(NCU_SECTIONS) -k regex:'add|elementwise' -f -o $(RESULTS)/ncu-add $(RUN_PY) scripts/ncu_target.py
+	ncu --import $(RESULTS)/ncu-add.ncu-rep --page details > $(RESULTS)/ncu-add.txt
+	@echo "report: $(RESULTS)/ncu-add.ncu-rep (open in ncu-ui), text: $(RESULTS)/ncu-add.txt"
 
 clean:
 	rm -rf build dist wheelhouse *.egg-info cuda_ext_example/_C*.so cuda_ext_example/_build_info.json

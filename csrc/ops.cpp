@@ -328,17 +328,23 @@ void guarded(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
 
 }  // namespace
 
-STABLE_TORCH_LIBRARY(cuda_ext_example, m) {
+// The JIT build (cuda_ext_example/jit.py) registers the same code under another
+// namespace, so it can be loaded next to the installed wheel.
+#ifndef CEE_NAMESPACE
+#define CEE_NAMESPACE cuda_ext_example
+#endif
+
+STABLE_TORCH_LIBRARY(CEE_NAMESPACE, m) {
   m.def("my_add(Tensor a, Tensor b) -> Tensor");
   m.def("my_fast_add(Tensor a, Tensor b) -> Tensor");
 }
 
-STABLE_TORCH_LIBRARY_IMPL(cuda_ext_example, CPU, m) {
+STABLE_TORCH_LIBRARY_IMPL(CEE_NAMESPACE, CPU, m) {
   m.impl("my_add", &guarded<TORCH_BOX(&add_cpu), kMyAdd>);
   m.impl("my_fast_add", &guarded<TORCH_BOX(&add_cpu), kMyFastAdd>);
 }
 
-STABLE_TORCH_LIBRARY_IMPL(cuda_ext_example, CUDA, m) {
+STABLE_TORCH_LIBRARY_IMPL(CEE_NAMESPACE, CUDA, m) {
   m.impl("my_add", &guarded<TORCH_BOX(&my_add_cuda), kMyAdd>);
   m.impl("my_fast_add", &guarded<TORCH_BOX(&my_fast_add_cuda), kMyFastAdd>);
 }

@@ -7,10 +7,18 @@ Without this check an old torch fails deep in the dynamic loader with
 from __future__ import annotations
 
 import re
-
-import torch
+import sys
 
 from ._build_info import load_build_info
+
+# `python -m cuda_ext_example doctor` and `python -m cuda_ext_example.inspect`
+# must run even where the ops cannot load: that is when they are needed.
+TOOL_MODULES = ("cuda_ext_example", "cuda_ext_example.inspect", "cuda_ext_example.__main__")
+
+
+def started_as_tool() -> bool:
+    argv = getattr(sys, "orig_argv", [])
+    return len(argv) >= 3 and argv[1] == "-m" and argv[2] in TOOL_MODULES
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -32,6 +40,8 @@ def check_torch_version(installed: str, minimum: str) -> None:
 
 def load_extension() -> dict:
     """Checks torch, imports cuda_ext_example._C (which registers the ops), returns the record."""
+    import torch
+
     record = load_build_info()
     if record is None:
         raise ImportError(

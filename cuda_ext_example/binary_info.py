@@ -90,34 +90,49 @@ def newest_version(path: Path, prefix: str) -> str | None:
     return max(found, key=_version_key) if found else None
 
 
-def find_cuobjdump() -> str | None:
-    """cuobjdump on PATH, in the CUDA toolkit, or from the nvidia-cuda-cuobjdump wheel."""
-    candidates = [shutil.which("cuobjdump")]
+def find_cuda_tool(name: str) -> str | None:
+    """A CUDA binary tool (cuobjdump, nvdisasm) on PATH, in the CUDA toolkit, or
+    from NVIDIA's PyPI wheels (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)."""
+    candidates = [shutil.which(name)]
     for env in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(env):
-            candidates.append(os.path.join(os.environ[env], "bin", "cuobjdump"))
-    candidates.append("/usr/local/cuda/bin/cuobjdump")
+            candidates.append(os.path.join(os.environ[env], "bin", name))
+    candidates.append(f"/usr/local/cuda/bin/{name}")
     for base in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
-        candidates.append(os.path.join(base, "nvidia", "cu13", "bin", "cuobjdump"))
+        candidates.append(os.path.join(base, "nvidia", "cu13", "bin", name))
     return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
 
 
-def device_code(path: Path, cuobjdump: str | None = None) -> dict[str, list[str]]:
-    """{'sass': ['sm_75', ...], 'ptx': ['sm_120', ...]} embedded in the binary's fatbin."""
-    tool = cuobjdump or find_cuobjdump()
+def find_cuobjdump() -> str | None:
+    return find_cuda_tool("cuobjdump")
+
+
+def run_cuobjdump(flag: str, path: Path) -> str:
+    """cuobjdump's output; clear errors when it (or, for SASS, nvdisasm) is missing."""
+    tool = find_cuobjdump()
     if tool is None:
         raise RuntimeError(
-            "cuobjdump not found (looked on PATH, in $CUDA_HOME and the CUDA toolkit, and in "
+            "cuobjdump not found (looked on PATH, in $CUDA_HOME and /usr/local/cuda, and in "
             "site-packages/nvidia/cu13): pip install nvidia-cuda-cuobjdump"
         )
+    env = dict(os.environ)
+    nvdisasm = find_cuda_tool("nvdisasm")
+    if nvdisasm:  # cuobjdump --dump-sass runs nvdisasm
+        env["PATH"] = os.path.dirname(nvdisasm) + os.pathsep + env.get("PATH", "")
+    elif flag == "--dump-sass":
+        raise RuntimeError("SASS needs nvdisasm: pip install nvidia-cuda-nvdisasm")
+    result = subprocess.run([tool, flag, str(path)], capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise RuntimeError(f"cuobjdump {flag} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def device_code(path: Path) -> dict[str, list[str]]:
+    """{'sass': ['sm_75', ...], 'ptx': ['sm_120', ...]} embedded in the binary's fatbin."""
     result = {}
     for kind, flag in (("sass", "--list-elf"), ("ptx", "--list-ptx")):
-        out = subprocess.run(
-            [tool, flag, str(path)], capture_output=True, text=True, check=False
-        ).stdout
-        result[kind] = sorted(
-            set(re.findall(r"\.(sm_\d+a?f?)\.(?:cubin|ptx)", out)), key=_version_key
-        )
+        found = re.findall(r"\.(sm_\d+a?f?)\.(?:cubin|ptx)", run_cuobjdump(flag, path))
+        result[kind] = sorted(set(found), key=_version_key)
     return result
 
 

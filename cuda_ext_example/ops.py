@@ -92,8 +92,9 @@ def _backward(ctx, grad: torch.Tensor):
     return grad, grad
 
 
-def register_python_parts() -> None:
+def register_python_parts(namespace: str = NAMESPACE) -> None:
+    """Fake kernels and autograd for the ops of `namespace` (the JIT build has its own)."""
     for op in OP_NAMES:
-        qualname = f"{NAMESPACE}::{op}"
+        qualname = f"{namespace}::{op}"
         torch.library.register_fake(qualname, _make_fake(op))
         torch.library.register_autograd(qualname, _backward)

@@ -58,5 +58,10 @@ def shim_versions(torch_include: Path) -> dict[str, tuple[int, int]]:
     return versions
 
 
+def torch_shims(symbols: list[str]) -> list[str]:
+    """The torch stable-ABI shim functions among a binary's imported symbols."""
+    return [s for s in symbols if s.startswith(("aoti_torch_", "torch_"))]
+
+
 def format_version(version: tuple[int, int]) -> str:
     return f"<={version[0]}.{version[1]}" if version == BASELINE else f"{version[0]}.{version[1]}"

@@ -177,9 +177,7 @@ def gate_torch_shims(wheel: Path, cfg: config.BuildConfig, torch_include: Path) 
     target = tuple(int(x) for x in cfg.torch_target.split("."))
     known = shim_versions.shim_versions(torch_include)
     with binary_info.extension_in(wheel) as so:
-        imported = [
-            s for s in binary_info.undefined_symbols(so) if s.startswith(("aoti_torch_", "torch_"))
-        ]
+        imported = shim_versions.torch_shims(binary_info.undefined_symbols(so))
     too_new = {s: known[s] for s in imported if s in known and known[s] > target}
     unknown = [s for s in imported if s not in known]
     if too_new or unknown:

@@ -1,0 +1,117 @@
+"""What the first call costs: cold-start timings, each in fresh processes.
+
+    python scripts/coldstart.py [--repeats 3] [--json OUT]
+
+Every number is the median over --repeats fresh Python processes. With a GPU it
+also runs the first call once with CUDA_FORCE_PTX_JIT=1 (the driver must
+JIT-compile PTX instead of using the wheel's SASS): the gap to the normal first
+call is what the wheel's SASS saves, and shows no JIT happens normally.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+# Runs in a fresh interpreter; prints one JSON object of seconds.
+CHILD = r"""
+import json, sys, time
+t = {}
+s = time.perf_counter(); import torch; t["import torch"] = time.perf_counter() - s
+device = "cuda" if torch.cuda.is_available() else "cpu"
+
+def sync():
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+if device == "cuda":
+    s = time.perf_counter(); torch.cuda.init(); torch.empty(1, device="cuda"); sync()
+    t["CUDA context"] = time.perf_counter() - s
+a = torch.arange(1 << 20, device=device, dtype=torch.float32)
+b = a.clone(); sync()
+
+def first_and_warm(name, fn):
+    s = time.perf_counter(); fn(a, b); sync(); t[f"first {name}"] = time.perf_counter() - s
+    warm = []
+    for _ in range(20):
+        s = time.perf_counter(); fn(a, b); sync(); warm.append(time.perf_counter() - s)
+    t[f"warm {name}"] = sorted(warm)[len(warm) // 2]
+
+if sys.argv[1] == "ours":
+    s = time.perf_counter(); import cuda_ext_example
+    t["import cuda_ext_example"] = time.perf_counter() - s
+    first_and_warm("my_add", cuda_ext_example.my_add)
+    first_and_warm("my_fast_add", cuda_ext_example.my_fast_add)
+else:
+    first_and_warm("torch.add", torch.add)
+t["device"] = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+print(json.dumps(t))
+"""
+
+EXPLAIN = {
+    "import torch": "loading torch's shared libraries and Python modules",
+    "CUDA context": "driver init + primary context on the GPU (torch does this once)",
+    "import cuda_ext_example": "dlopen of our .so (static cudart) + op registration",
+    "first my_add": "first launch: loads the module's SASS for this GPU, no JIT",
+    "warm my_add": "one call when everything is loaded (2^20 float32)",
+    "first my_fast_add": "first launch of the vectorized kernel",
+    "warm my_fast_add": "one warm call",
+    "first torch.add": "torch's first elementwise launch, for comparison",
+    "warm torch.add": "one warm torch.add call",
+    "first my_add, PTX JIT forced": "the same first call if the driver had to JIT the PTX",
+}
+
+
+def run_child(which: str, env: dict, cwd: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, which],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def median_runs(which: str, repeats: int, env: dict, cwd: str) -> dict:
+    runs = [run_child(which, env, cwd) for _ in range(repeats)]
+    keys = [k for k in runs[0] if k != "device"]
+    result = {k: statistics.median(r[k] for r in runs) for k in keys}
+    result["device"] = runs[0]["device"]
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", help="also write the numbers here")
+    args = parser.parse_args()
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as cwd:  # not the source tree: the installed package
+        ours = median_runs("ours", args.repeats, env, cwd)
+        torch_add = median_runs("torch", args.repeats, env, cwd)
+        rows = {**ours, **{k: v for k, v in torch_add.items() if "torch.add" in k}}
+        if ours["device"] != "cpu":
+            jit_env = dict(env, CUDA_FORCE_PTX_JIT="1", CUDA_CACHE_DISABLE="1")
+            forced = run_child("ours", jit_env, cwd)
+            rows["first my_add, PTX JIT forced"] = forced["first my_add"]
+    device = rows.pop("device")
+    print(f"cold start on {device}, median of {args.repeats} fresh processes")
+    for key, seconds in rows.items():
+        print(f"  {key:<32} {seconds * 1e3:10.2f} ms   {EXPLAIN.get(key, '')}")
+    if "first my_add, PTX JIT forced" in rows:
+        saved = rows["first my_add, PTX JIT forced"] - rows["first my_add"]
+        print(f"\nSASS in the wheel saves {saved * 1e3:.0f} ms of PTX JIT at the first call.")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": device, "seconds": rows}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,296 @@
+"""scripts/benchmark.py's reporting on fake timings: ratios, % of roofline, the targets'
+PASS/MISS decisions, the table, markdown, CSV and plot. No GPU, no triton."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load_benchmark():
+    """Import scripts/benchmark.py by path. scripts/ is not a package, and it must not go
+    on sys.path for the session: scripts/profile.py would shadow the standard library's
+    profile for every later test (torch._dynamo imports cProfile, which imports it)."""
+    spec = importlib.util.spec_from_file_location("benchmark", ROOT / "scripts" / "benchmark.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["benchmark"] = module  # dataclasses look the defining module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+benchmark = _load_benchmark()
+MISS, NA, PASS, make_record = benchmark.MISS, benchmark.NA, benchmark.PASS, benchmark.make_record
+
+ROOFLINE = 3000.0
+HOST_US = {
+    "torch.add": 5.0,
+    "torch.compile": 20.0,
+    "triton": 12.0,
+    "my_add": 6.0,
+    "my_fast_add": 5.1,
+}
+# GB/s of every implementation in every cell, before the per-test tweaks: my_fast_add is
+# 2200 / 2100 = 1.048x the best peer (torch.compile) and 1.10x torch.add.
+BASE_GBPS = {
+    "torch.add": 2000.0,
+    "torch.compile": 2100.0,
+    "triton": 2050.0,
+    "my_add": 1500.0,
+    "my_fast_add": 2200.0,
+}
+DTYPES = ("float32", "bfloat16", "int64")
+SIZES = range(12, 29)
+
+
+def rec(k: int, dtype: str, impl: str, gbps: float) -> benchmark.Record:
+    """A record whose time gives exactly `gbps` (3 tensors of traffic)."""
+    nbytes = 3 * 2**k * benchmark.DTYPE_BYTES[dtype]
+    return make_record(2**k, dtype, impl, nbytes / (gbps * 1e9) * 1e3)
+
+
+def fake_records(overrides: dict[tuple[int, str, str], float] | None = None):
+    """Every (size, dtype, impl) at BASE_GBPS, except the (log2, dtype, impl) overrides."""
+    overrides = {
+        # Better than every peer and at 98.3% of the roofline: the roofline target passes.
+        (28, "float32", "my_fast_add"): 2950.0,
+        # Far below the peers, but at 2^14: outside every target's range.
+        (14, "bfloat16", "my_fast_add"): 1000.0,
+        # Worse than the peers (0.95x), but int64 is not a target dtype.
+        (20, "int64", "my_fast_add"): 1995.0,
+        **(overrides or {}),
+    }
+    return [
+        rec(k, dtype, impl, overrides.get((k, dtype, impl), gbps))
+        for dtype in DTYPES
+        for k in SIZES
+        for impl, gbps in BASE_GBPS.items()
+    ]
+
+
+def by_name(targets):
+    """Targets keyed by their position's meaning (the names carry the numbers)."""
+    keys = ("best_peer", "torch_add", "roofline", "host")
+    assert len(targets) == len(keys)
+    return dict(zip(keys, targets, strict=True))
+
+
+def test_gbps_counts_three_tensors():
+    # 2^20 float32 elements in 1 ms: 3 * 4 MiB / 1 ms.
+    assert benchmark.traffic_gbps(2**20, "float32", 1.0) == pytest.approx(3 * 4 * 2**20 / 1e6)
+    r = make_record(2**10, "bfloat16", "my_add", 0.5)
+    assert r.gbps == pytest.approx(3 * 2 * 2**10 / 0.5e-3 / 1e9)
+    assert rec(20, "int64", "triton", 1234.5).gbps == pytest.approx(1234.5)
+
+
+def test_ratio_to_best_peer_and_roofline():
+    rows = benchmark.annotate(fake_records(), ROOFLINE)
+    index = {(r.record.size, r.record.dtype, r.record.impl): r for r in rows}
+    cell = {impl: index[2**20, "float32", impl] for impl in BASE_GBPS}
+    # The best peer is torch.compile (2100); peers get their ratio to it too.
+    assert cell["torch.compile"].ratio_best_peer == pytest.approx(1.0)
+    assert cell["torch.add"].ratio_best_peer == pytest.approx(2000 / 2100)
+    assert cell["triton"].ratio_best_peer == pytest.approx(2050 / 2100)
+    assert cell["my_add"].ratio_best_peer == pytest.approx(1500 / 2100)
+    assert cell["my_fast_add"].ratio_best_peer == pytest.approx(2200 / 2100)
+    assert cell["my_fast_add"].pct_roofline == pytest.approx(100 * 2200 / 3000)
+    assert index[2**28, "float32", "my_fast_add"].pct_roofline == pytest.approx(100 * 2950 / 3000)
+    # Worse in one cell, better in the others.
+    assert index[2**14, "bfloat16", "my_fast_add"].ratio_best_peer == pytest.approx(1000 / 2100)
+    # Sorted by dtype, then size, then implementation (peers first).
+    assert [r.record.impl for r in rows[:5]] == list(benchmark.IMPLS)
+    assert [r.record.dtype for r in rows[:: len(rows) // 3]] == list(DTYPES)
+
+
+def test_best_peer_ignores_our_implementations():
+    records = [rec(16, "float32", "torch.add", 100.0), rec(16, "float32", "my_fast_add", 900.0)]
+    assert benchmark.best_peer_gbps(records) == {(2**16, "float32"): pytest.approx(100.0)}
+    rows = benchmark.annotate([rec(16, "float32", "my_add", 1.0)], ROOFLINE)
+    assert math.isnan(rows[0].ratio_best_peer)  # no peer measured there
+
+
+def test_targets_on_the_base_numbers():
+    targets = by_name(benchmark.evaluate_targets(fake_records(), ROOFLINE, HOST_US))
+    assert {k: t.status for k, t in targets.items()} == {
+        "best_peer": PASS,
+        "torch_add": PASS,
+        "roofline": PASS,
+        "host": PASS,
+    }
+    assert "worst 1.048x" in targets["best_peer"].measured
+    assert "worst 1.100x" in targets["torch_add"].measured
+    assert "98.3% of 3000.0 GB/s" in targets["roofline"].measured
+    assert "5.10 us vs 5.00 us = 1.020x" in targets["host"].measured
+
+
+def test_best_peer_target_misses_on_one_cell():
+    # 2000 GB/s at 2^18 float32 is 0.952x torch.compile's 2100: one cell below 1.00x.
+    records = fake_records({(18, "float32", "my_fast_add"): 2000.0})
+    targets = by_name(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))
+    assert targets["best_peer"].status == MISS
+    assert "worst 0.952x at float32 2^18" in targets["best_peer"].measured
+    assert "1/26 below" in targets["best_peer"].measured
+    assert targets["torch_add"].status == PASS  # 2^18 is outside 2^20..2^24
+    # Exactly equal to the best peer is enough.
+    records = fake_records({(18, "float32", "my_fast_add"): 2100.0})
+    assert (
+        by_name(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))["best_peer"].status == PASS
+    )
+
+
+def test_torch_add_target_needs_five_percent():
+    # bfloat16 2^22: 2080 GB/s is 1.04x torch.add (2000), though still 0.99x the best peer.
+    records = fake_records({(22, "bfloat16", "my_fast_add"): 2080.0})
+    targets = by_name(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))
+    assert targets["torch_add"].status == MISS
+    assert "bfloat16 2^22 1.040x" in targets["torch_add"].measured
+    assert targets["best_peer"].status == MISS
+    # A faster torch.add moves the bar: 2200 / 2100 = 1.048x < 1.05x at float32 2^24.
+    records = fake_records({(24, "float32", "torch.add"): 2100.0})
+    targets = by_name(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))
+    assert targets["torch_add"].status == MISS
+    assert targets["best_peer"].status == PASS
+
+
+def test_roofline_target_misses_below_98_percent():
+    records = fake_records({(28, "float32", "my_fast_add"): 2900.0})  # 96.7%
+    target = by_name(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))["roofline"]
+    assert target.status == MISS
+    assert target.measured == "2900.0 GB/s = 96.7% of 3000.0 GB/s"
+
+
+@pytest.mark.parametrize(("fast_us", "status"), [(5.25, PASS), (5.3, MISS), (4.0, PASS)])
+def test_host_target(fast_us, status):
+    host = {**HOST_US, "my_fast_add": fast_us}
+    target = by_name(benchmark.evaluate_targets(fake_records(), ROOFLINE, host))["host"]
+    assert target.status == status
+
+
+def test_targets_not_measured_are_na_not_pass():
+    # A partial run (--sizes 12-14, float32 only, no host times) measures no target's cells.
+    records = [r for r in fake_records() if r.size <= 2**14 and r.dtype == "float32"]
+    targets = benchmark.evaluate_targets(records, ROOFLINE, {})
+    assert [t.status for t in targets] == [NA] * 4
+    # Some cells measured and passing, others missing: still not a PASS.
+    records = [r for r in fake_records() if r.size <= 2**20]
+    targets = by_name(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))
+    assert targets["best_peer"].status == NA
+    assert "16 not measured" in targets["best_peer"].measured
+    # ...but a measured miss is a MISS whatever is missing.
+    records = [r for r in fake_records({(16, "float32", "my_fast_add"): 1.0}) if r.size <= 2**20]
+    targets = by_name(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))
+    assert targets["best_peer"].status == MISS
+
+
+def test_table_and_target_text():
+    records = fake_records({(18, "float32", "my_fast_add"): 2000.0})
+    rows = benchmark.annotate(records, ROOFLINE)
+    table = benchmark.format_table(rows)
+    lines = table.splitlines()
+    assert lines[0].startswith("size")
+    assert lines[0].endswith("GB/s  % roofline  vs best peer")
+    data = [line.split() for line in lines[2:] if line]
+    assert len(data) == len(records)
+    fast = next(cells for cells in data if cells[:3] == ["2^18", "float32", "my_fast_add"])
+    assert fast[-3:] == ["2000.0", "66.7", "0.95x"]
+    text = benchmark.format_targets(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))
+    assert text.count("[MISS]") == 1 and text.count("[PASS]") == 3
+    assert "5.10 us/call  (1.02x torch.add)" in benchmark.format_host_times(HOST_US)
+
+
+def test_csv(tmp_path):
+    records = fake_records()
+    path = tmp_path / "r.csv"
+    benchmark.write_csv(benchmark.annotate(records, ROOFLINE), path)
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    assert tuple(reader.fieldnames) == benchmark.CSV_COLUMNS
+    assert len(rows) == len(records) == len(DTYPES) * len(SIZES) * len(BASE_GBPS)
+    row = next(
+        r for r in rows if (r["size"], r["dtype"], r["impl"]) == (str(2**20), "float32", "my_add")
+    )
+    assert row["log2_size"] == "20"
+    assert float(row["gbps"]) == pytest.approx(1500, abs=0.01)
+    assert float(row["pct_roofline"]) == pytest.approx(50.0)
+    assert float(row["ratio_best_peer"]) == pytest.approx(1500 / 2100, abs=1e-4)
+    assert float(row["ms"]) == pytest.approx(3 * 4 * 2**20 / 1500e9 * 1e3, rel=1e-5)
+
+
+def test_write_reports(tmp_path):
+    records = fake_records({(18, "float32", "my_fast_add"): 2000.0})
+    meta = {
+        "date": "2026-11-22 10:00 UTC",
+        "GPU": "NVIDIA H100 80GB HBM3",
+        "driver": "580.95.05",
+        "torch": "2.11.0+cu130",
+        "triton": "3.6.0",
+        "CUDA": "13.0",
+        "python": "3.12.3",
+    }
+    out = tmp_path / "bench" / "results"
+    paths, targets, rows = benchmark.write_reports(
+        records, ROOFLINE, HOST_US, meta, out, "2026-11-22"
+    )
+    assert {p.name for p in paths.values()} == {
+        f"nvidia-h100-80gb-hbm3-2026-11-22.{ext}" for ext in ("md", "csv", "png")
+    }
+    assert all(p.parent == out for p in paths.values())
+    assert paths["png"].read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert len(rows) == len(records)
+    assert [t.status for t in targets] == [MISS, PASS, PASS, PASS]
+
+    md = paths["md"].read_text()
+    for key, value in meta.items():
+        assert f"- **{key}**: {value}" in md
+    assert "Copy roofline: **3000.0 GB/s**" in md
+    assert "## Targets (my_fast_add)" in md
+    assert "| MISS | GB/s >= 1.00x best peer" in md
+    assert md.count("| PASS |") == 3
+    assert "| my_fast_add | 5.10 | 1.02x |" in md
+    assert "![GB/s per size](nvidia-h100-80gb-hbm3-2026-11-22.png)" in md
+    for dtype in DTYPES:
+        assert f"### {dtype}" in md
+    assert (
+        "| 2^18 | 2000 (0.95x) | 2100 (1.00x) | 2050 (0.98x) | 1500 (0.71x) | 2000 (0.95x) |" in md
+    )
+    assert "| 2^28 |" in md and "| 98.3% |" in md
+
+
+def test_plot_with_one_dtype(tmp_path):
+    # A partial run: one dtype, no spare subplot logic needed, still a PNG.
+    records = [r for r in fake_records() if r.dtype == "bfloat16"]
+    path = tmp_path / "one.png"
+    benchmark.plot_results(records, ROOFLINE, path, title="fake")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_parsing():
+    assert benchmark.parse_sizes("12-28") == list(range(12, 29))
+    assert benchmark.parse_sizes("20,12-14, 28") == [12, 13, 14, 20, 28]
+    for bad in ("x", "20-12", "31", ""):
+        with pytest.raises(Exception, match="size"):
+            benchmark.parse_sizes(bad)
+    assert benchmark.parse_dtypes("bfloat16,float32") == ["bfloat16", "float32"]
+    with pytest.raises(Exception, match="float64"):
+        benchmark.parse_dtypes("float32,float64")
+    args = benchmark.parse_args([])
+    assert args.sizes == list(range(12, 29))
+    assert args.dtypes == ["float32", "bfloat16", "float16", "int64"]
+    assert args.out == Path("bench/results")
+    assert benchmark.parse_args(["--quick"]).sizes == [12, 16, 20, 24, 28]
+    assert benchmark.parse_args(["--quick", "--sizes", "20"]).sizes == [20]
+    assert benchmark.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+
+
+def test_module_imports_no_gpu_stack():
+    # The reporting half must stay importable where triton is missing.
+    source = (ROOT / "scripts" / "benchmark.py").read_text()
+    top_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
+    assert not [line for line in top_level if "torch" in line or "triton" in line], top_level

@@ -1,0 +1,132 @@
+"""`python -m cuda_ext_example doctor`: its verdicts on simulated machines, and a real run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from cuda_ext_example import BUILD_INFO
+from cuda_ext_example.doctor import FAIL, OK, WARN, Environment, Gpu, judge, judge_gpu
+
+SASS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_103", "sm_120"]
+
+
+def env(**overrides) -> Environment:
+    base = dict(
+        python=(3, 12),
+        torch_version="2.11.0+cu130",
+        torch_cuda="13.0",
+        driver=13000,
+        gpus=[Gpu(0, "NVIDIA H100", (9, 0))],
+    )
+    base.update(overrides)
+    return Environment(**base)
+
+
+def levels(findings, topic_start: str) -> list[str]:
+    return [f.level for f in findings if f.topic.startswith(topic_start)]
+
+
+def test_healthy_machine_has_no_problem():
+    findings = judge(env(), BUILD_INFO)
+    assert FAIL not in [f.level for f in findings]
+    assert levels(findings, "cuda:0") == [OK]
+
+
+def test_old_torch_fails_with_the_version_needed():
+    findings = judge(env(torch_version="2.9.1"), BUILD_INFO)
+    (torch_finding,) = [f for f in findings if f.topic == "torch"]
+    assert torch_finding.level == FAIL
+    assert "2.9.1 is older than 2.10" in torch_finding.message
+    assert "pip install -U 'torch>=2.10'" in torch_finding.message
+
+
+def test_missing_torch_fails():
+    findings = judge(env(torch_version=None, torch_cuda=None), BUILD_INFO)
+    assert levels(findings, "torch") == [FAIL]
+
+
+def test_old_driver_fails():
+    findings = judge(env(driver=12080), BUILD_INFO)
+    (driver,) = [f for f in findings if f.topic == "driver"]
+    assert (
+        driver.level == FAIL and "CUDA 12.8 driver" in driver.message and ">= 580" in driver.message
+    )
+
+
+def test_no_driver_is_a_cpu_only_warning():
+    findings = judge(env(driver=None, gpus=[], torch_cuda=None), BUILD_INFO)
+    assert FAIL not in [f.level for f in findings]
+    assert levels(findings, "driver") == [WARN]
+
+
+@pytest.mark.parametrize(
+    ("capability", "level", "words"),
+    [
+        ((9, 0), OK, "SASS sm_90 in the wheel"),
+        ((8, 6), OK, "SASS sm_86"),
+        ((12, 1), OK, "runs the wheel's sm_120 SASS"),  # GB10: same major as sm_120
+        ((8, 7), OK, "runs the wheel's sm_86 SASS"),  # Orin
+        ((13, 0), WARN, "JIT-compiles the wheel's compute_120 PTX"),  # a future GPU
+        ((7, 0), FAIL, "no code for sm_70"),  # Volta: CUDA 13 has no code for it
+    ],
+)
+def test_gpu_verdicts(capability, level, words):
+    finding = judge_gpu(Gpu(0, "GPU", capability), SASS, "compute_120")
+    assert finding.level == level
+    assert words in finding.message
+
+
+def test_import_error_is_reported():
+    findings = judge(env(), BUILD_INFO) + judge(
+        env(load_error="undefined symbol: torch_foo"), BUILD_INFO
+    )
+    assert [f.message for f in findings if f.topic == "import"] == ["undefined symbol: torch_foo"]
+
+
+def _doctor(tmp_path, extra_env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_ext_example", "doctor"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, **(extra_env or {})},
+    )
+
+
+def test_doctor_on_this_machine(tmp_path):
+    run = _doctor(tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "[  ok] run on cpu: my_add and my_fast_add match torch" in run.stdout
+    assert f"SASS {' '.join(BUILD_INFO['sass_archs'])}" in run.stdout
+    assert "verdict: ready" in run.stdout
+    for i in range(torch.cuda.device_count()):
+        assert f"run on cuda:{i}: my_add and my_fast_add match torch" in run.stdout
+
+
+def test_doctor_explains_an_old_torch(tmp_path):
+    # torch pretends to be 2.9 from interpreter start: the import of the ops fails,
+    # and doctor (which must still run) says why and exits non-zero.
+    (tmp_path / "sitecustomize.py").write_text("import torch\ntorch.__version__ = '2.9.0'\n")
+    run = _doctor(tmp_path, {"PYTHONPATH": str(tmp_path)})
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "[FAIL] torch: 2.9.0 is older than 2.10" in run.stdout
+    assert "[FAIL] import: cuda_ext_example needs torch>=2.10" in run.stdout
+    assert "verdict: will NOT run as is" in run.stdout
+
+
+def test_plain_import_still_raises_under_old_torch(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text("import torch\ntorch.__version__ = '2.9.0'\n")
+    run = subprocess.run(
+        [sys.executable, "-c", "import cuda_ext_example"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert run.returncode == 1
+    assert "ImportError: cuda_ext_example needs torch>=2.10" in run.stderr

@@ -1,0 +1,124 @@
+"""`python -m cuda_ext_example.inspect` on the built wheel, and the shim-version table."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from cuda_ext_example import BUILD_INFO, binary_info, inspect, shim_versions
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.wheel
+
+
+@pytest.fixture(scope="module")
+def wheel() -> Path:
+    (found,) = (ROOT / "wheelhouse").glob("*.whl")
+    return found
+
+
+def run_inspect(*args) -> str:
+    out = io.StringIO()
+    assert inspect.main([str(a) for a in args], out=out) == 0
+    return out.getvalue()
+
+
+def needs(tool: str):
+    if binary_info.find_cuda_tool(tool) is None:
+        pytest.skip(f"{tool} not available")
+
+
+def test_summary(wheel):
+    needs("cuobjdump")
+    text = run_inspect(wheel)
+    assert f"SASS {' '.join(BUILD_INFO['sass_archs'])}" in text
+    assert "PTX  sm_120" in text
+    assert "DT_NEEDED: libtorch_cpu.so" in text
+    assert "newest GLIBC: GLIBC_2.17" in text
+    assert "newest GLIBCXX: none" in text
+    assert "<=2.9  aoti_torch_check" in text
+    assert "2.10  torch_library_impl" in text
+    assert "=> needs torch >= 2.10" in text
+
+
+def test_symbols(wheel):
+    text = run_inspect(wheel, "--symbols")
+    assert "defined dynamic symbols (T): 1\n  T PyInit__C" in text
+    assert "  U aoti_torch_check" in text
+    assert "  U PyModule_Create2" in text
+
+
+def test_ptx_shows_vectorized_loads(wheel):
+    needs("cuobjdump")
+    text = run_inspect(wheel, "--ptx")
+    summary = text.split("loads per kernel")[1]
+    vectorized = [line for line in summary.splitlines() if "add_vectorized_kernel<" in line]
+    simple = [line for line in summary.splitlines() if "add_simple_kernel<" in line]
+    assert len(vectorized) == 9 and len(simple) == 9  # one per dtype
+    assert all(int(line.split()[0]) >= 2 for line in vectorized)  # a and b, 16 bytes each
+    assert all(int(line.split()[0]) == 0 for line in simple)
+    assert "ld.global.nc.v4" in text
+
+
+def test_sass_shows_ldg_e_128(wheel):
+    needs("cuobjdump")
+    needs("nvdisasm")
+    text = run_inspect(wheel, "--sass")
+    summary = text.split("LDG.E.128 loads per kernel")[1]
+    n_arch = len(BUILD_INFO["sass_archs"])
+    for line in summary.splitlines():
+        if "add_vectorized_kernel<" in line:
+            assert int(line.split()[0]) >= 2 * n_arch, line
+
+
+def test_missing_cuobjdump_is_said_clearly(wheel, monkeypatch):
+    monkeypatch.setattr(binary_info, "find_cuda_tool", lambda name: None)
+    text = run_inspect(wheel, "--ptx")
+    assert "device code: unknown: cuobjdump not found" in text
+    assert "pip install nvidia-cuda-cuobjdump" in text
+
+
+def test_shim_versions_parser():
+    header = """
+    AOTI_TORCH_EXPORT AOTITorchError old_shim(int x);
+    #if TORCH_FEATURE_VERSION >= TORCH_VERSION_2_10_0
+    AOTI_TORCH_EXPORT AOTITorchError
+    ten_shim(int x);
+    #ifdef USE_CUDA
+    AOTI_TORCH_EXPORT int ten_cuda_shim(void);
+    #endif
+    #endif
+    #if TORCH_FEATURE_VERSION >= TORCH_VERSION_2_13_0
+    AOTI_TORCH_EXPORT void* thirteen_shim(void);
+    #endif
+    AOTI_TORCH_EXPORT int another_old(void);
+    """
+    versions = shim_versions._versions_in(header)
+    assert versions == {
+        "old_shim": (2, 9),
+        "ten_shim": (2, 10),
+        "ten_cuda_shim": (2, 10),
+        "thirteen_shim": (2, 13),
+        "another_old": (2, 9),
+    }
+
+
+def test_shim_versions_of_real_headers():
+    include = inspect.torch_include()
+    versions = shim_versions.shim_versions(include)
+    assert versions["aoti_torch_check"] == (2, 9)
+    assert versions["torch_call_dispatcher"] == (2, 10)
+    import torch
+
+    if tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 13):
+        assert versions["torch_stream_native_handle"] == (2, 13)
+
+
+def test_build_record_is_real():
+    assert len(BUILD_INFO["git_commit"]) == 40 or BUILD_INFO["git_commit"].startswith("unknown")
+    from datetime import datetime
+
+    assert datetime.fromisoformat(BUILD_INFO["build_time_utc"]).year >= 2026
+    assert isinstance(BUILD_INFO["git_dirty"], bool)
