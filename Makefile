@@ -89,7 +89,8 @@ profile:
 # Nsight Compute on the benchmark kernels (ours and torch's), report saved.
 ncu:
 	mkdir -p $(RESULTS)
-	ncu $(NCU_SECTIONS) -k regex:'add|elementwise' -f -o $(RESULTS)/ncu-add $(RUN_PY) scripts/ncu_target.py
+	ncu $(NCU_SECTIONS) --kernel-name-base demangled -k 'regex:add_|CUDAFunctor_add' \
+		-f -o $(RESULTS)/ncu-add $(RUN_PY) scripts/ncu_target.py
 	ncu --import $(RESULTS)/ncu-add.ncu-rep --page details > $(RESULTS)/ncu-add.txt
 	@echo "report: $(RESULTS)/ncu-add.ncu-rep (open in ncu-ui), text: $(RESULTS)/ncu-add.txt"
 
