@@ -80,26 +80,47 @@ struct alignas(kVecBytes) Vec {
   T v[kVecBytes / sizeof(T)];
 };
 
-// One 16-byte vector per thread; the last n % width elements (fewer than one
-// vector) are done one by one by the first threads of the grid.
+// Each block covers kThreads * kVecsPerThread 16-byte vectors; thread t takes
+// vectors t, t + kThreads, ... (coalesced) and issues all its loads before any
+// store, so more bytes are in flight per thread. The last n % width elements
+// (fewer than one vector) are done one by one by the first threads of the grid.
+constexpr int kVecsPerThread = 4;
+
 template <typename T>
-__global__ void add_vectorized_kernel(const T* __restrict__ a,
-                                      const T* __restrict__ b,
-                                      T* __restrict__ out, int64_t n) {
+__global__ void __launch_bounds__(kThreads)
+    add_vectorized_kernel(const T* __restrict__ a, const T* __restrict__ b,
+                          T* __restrict__ out, int64_t n) {
   constexpr int kWidth = kVecBytes / sizeof(T);
   const int64_t n_vec = n / kWidth;
-  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n_vec) {
-    const Vec<T> va = reinterpret_cast<const Vec<T>*>(a)[i];
-    const Vec<T> vb = reinterpret_cast<const Vec<T>*>(b)[i];
-    Vec<T> vo;
+  const Vec<T>* va = reinterpret_cast<const Vec<T>*>(a);
+  const Vec<T>* vb = reinterpret_cast<const Vec<T>*>(b);
+  Vec<T>* vo = reinterpret_cast<Vec<T>*>(out);
+  const int64_t base =
+      (int64_t)blockIdx.x * kThreads * kVecsPerThread + threadIdx.x;
+  Vec<T> xa[kVecsPerThread], xb[kVecsPerThread];
 #pragma unroll
-    for (int k = 0; k < kWidth; ++k) vo.v[k] = Add<T>::apply(va.v[k], vb.v[k]);
-    reinterpret_cast<Vec<T>*>(out)[i] = vo;
+  for (int k = 0; k < kVecsPerThread; ++k) {
+    const int64_t i = base + (int64_t)k * kThreads;
+    if (i < n_vec) {
+      xa[k] = va[i];
+      xb[k] = vb[i];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kVecsPerThread; ++k) {
+    const int64_t i = base + (int64_t)k * kThreads;
+    if (i < n_vec) {
+      Vec<T> r;
+#pragma unroll
+      for (int j = 0; j < kWidth; ++j)
+        r.v[j] = Add<T>::apply(xa[k].v[j], xb[k].v[j]);
+      vo[i] = r;
+    }
   }
   const int64_t tail = n - n_vec * kWidth;
-  if (i < tail) {
-    const int64_t j = n_vec * kWidth + i;
+  const int64_t t = (int64_t)blockIdx.x * kThreads + threadIdx.x;
+  if (t < tail) {
+    const int64_t j = n_vec * kWidth + t;
     out[j] = Add<T>::apply(a[j], b[j]);
   }
 }
@@ -118,13 +139,13 @@ cudaError_t launch(cee_kernel kernel, const void* a, const void* b, void* out,
   // so such inputs take the scalar kernel (still correct, just not vectorized).
   if (kernel == CEE_KERNEL_VECTORIZED && aligned16(a) && aligned16(b) &&
       aligned16(out)) {
-    // One thread per whole vector; a block always has more threads than the
-    // tail (< 16 elements) needs, so at least one block is launched.
+    // A block always has more threads than the tail (< 16 elements) needs, so
+    // at least one block is launched.
     constexpr int kWidth = kVecBytes / sizeof(T);
     const int64_t n_vec = n / kWidth;
-    add_vectorized_kernel<T>
-        <<<ceil_div(n_vec > 0 ? n_vec : 1, kThreads), kThreads, 0, stream>>>(
-            ta, tb, to, n);
+    const int64_t blocks = ceil_div(n_vec, (int64_t)kThreads * kVecsPerThread);
+    const int64_t grid = blocks > 0 ? blocks : 1;
+    add_vectorized_kernel<T><<<grid, kThreads, 0, stream>>>(ta, tb, to, n);
   } else {
     add_simple_kernel<T>
         <<<ceil_div(n, kThreads), kThreads, 0, stream>>>(ta, tb, to, n);

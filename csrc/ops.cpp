@@ -250,12 +250,34 @@ struct Prepared {
   Tensor a, b, out;
 };
 
+// A new contiguous tensor like `t`. aoti_torch_empty_strided calls
+// at::empty_strided directly: a boxed dispatcher call
+// (torch::stable::new_empty) costs microseconds per op, which launch-bound
+// callers notice.
+Tensor empty_like_contiguous(const Tensor& t) {
+  const int64_t ndim = t.dim();
+  int64_t sizes[64], strides[64];  // torch caps tensors at 64 dimensions
+  int64_t stride = 1;
+  for (int64_t d = ndim - 1; d >= 0; --d) {
+    sizes[d] = t.size(d);
+    strides[d] = stride;
+    stride *= sizes[d] > 1 ? sizes[d] : 1;
+  }
+  int32_t dtype = 0, device_type = 0;
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(t.get(), &dtype));
+  STABLE_TORCH_ERROR_CODE_CHECK(
+      aoti_torch_get_device_type(t.get(), &device_type));
+  AtenTensorHandle handle = nullptr;
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(
+      ndim, sizes, strides, dtype, device_type, t.get_device_index(), &handle));
+  return Tensor(handle);
+}
+
 Prepared prepare(const Tensor& a, const Tensor& b) {
   const cee_dtype dtype = check_inputs(a, b);
   Tensor ac = a.is_contiguous() ? a : torch::stable::contiguous(a);
   Tensor bc = b.is_contiguous() ? b : torch::stable::contiguous(b);
-  Tensor out = torch::stable::new_empty(ac, ac.sizes());
-  return {dtype, ac, bc, out};
+  return {dtype, ac, bc, empty_like_contiguous(ac)};
 }
 
 // The CPU kernel serves both ops: vectorizing is the compiler's job there.

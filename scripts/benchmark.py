@@ -593,11 +593,12 @@ class Settings:
     host_calls: int
     host_repeats: int
     compile_dynamic: bool
+    rounds: int = 3  # interleaved do_bench rounds per cell; the median is reported
 
 
 def settings_for(args: argparse.Namespace) -> Settings:
     if args.quick:
-        return Settings(10, 30, 500, 3, args.compile_dynamic)
+        return Settings(10, 30, 500, 3, args.compile_dynamic, rounds=1)
     return Settings(25, 100, 2000, 5, args.compile_dynamic)
 
 
@@ -703,8 +704,14 @@ def run_cells(sizes: Sequence[int], dtypes: Sequence[str], settings: Settings) -
             label = f"2^{k} {dtype}"
             a, b = make_inputs(n, dtype)
             check_outputs(impls, a, b, label)  # also compiles torch.compile for this shape
-            for name, fn in impls.items():
-                ms = bench_ms(functools.partial(fn, a, b), settings)
+            # Round-robin rounds, median per implementation: clock or thermal drift
+            # during a cell then hits every implementation alike, not just one.
+            times = {name: [] for name in impls}
+            for _ in range(settings.rounds):
+                for name, fn in impls.items():
+                    times[name].append(bench_ms(functools.partial(fn, a, b), settings))
+            for name in impls:
+                ms = statistics.median(times[name])
                 record = make_record(n, dtype, name, ms)
                 records.append(record)
                 print(
