@@ -80,11 +80,18 @@ struct alignas(kVecBytes) Vec {
   T v[kVecBytes / sizeof(T)];
 };
 
-// Each block covers kThreads * kVecsPerThread 16-byte vectors; thread t takes
-// vectors t, t + kThreads, ... (coalesced) and issues all its loads before any
-// store, so more bytes are in flight per thread. The last n % width elements
-// (fewer than one vector) are done one by one by the first threads of the grid.
-constexpr int kVecsPerThread = 4;
+// Each block covers kThreads * VecsPerThread<T> 16-byte vectors; thread t
+// takes vectors t, t + kThreads, ... (coalesced) and issues all its loads
+// before any store. The last n % width elements (fewer than one vector) are
+// done one by one by the first threads of the grid.
+//
+// Measured on the H100 (bench/NOTES.md): 4 vectors per thread helped the
+// 2-byte types (8 conversions per vector) at 2^21..2^23 but cost float32 2-3%
+// at large sizes; 4- and 8-byte types keep one vector per thread.
+template <typename T>
+__host__ __device__ constexpr int VecsPerThread() {
+  return sizeof(T) <= 2 ? 4 : 1;
+}
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
@@ -96,10 +103,10 @@ __global__ void __launch_bounds__(kThreads)
   const Vec<T>* vb = reinterpret_cast<const Vec<T>*>(b);
   Vec<T>* vo = reinterpret_cast<Vec<T>*>(out);
   const int64_t base =
-      (int64_t)blockIdx.x * kThreads * kVecsPerThread + threadIdx.x;
-  Vec<T> xa[kVecsPerThread], xb[kVecsPerThread];
+      (int64_t)blockIdx.x * kThreads * VecsPerThread<T>() + threadIdx.x;
+  Vec<T> xa[VecsPerThread<T>()], xb[VecsPerThread<T>()];
 #pragma unroll
-  for (int k = 0; k < kVecsPerThread; ++k) {
+  for (int k = 0; k < VecsPerThread<T>(); ++k) {
     const int64_t i = base + (int64_t)k * kThreads;
     if (i < n_vec) {
       xa[k] = va[i];
@@ -107,7 +114,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 #pragma unroll
-  for (int k = 0; k < kVecsPerThread; ++k) {
+  for (int k = 0; k < VecsPerThread<T>(); ++k) {
     const int64_t i = base + (int64_t)k * kThreads;
     if (i < n_vec) {
       Vec<T> r;
@@ -143,7 +150,8 @@ cudaError_t launch(cee_kernel kernel, const void* a, const void* b, void* out,
     // at least one block is launched.
     constexpr int kWidth = kVecBytes / sizeof(T);
     const int64_t n_vec = n / kWidth;
-    const int64_t blocks = ceil_div(n_vec, (int64_t)kThreads * kVecsPerThread);
+    const int64_t blocks =
+        ceil_div(n_vec, (int64_t)kThreads * VecsPerThread<T>());
     const int64_t grid = blocks > 0 ? blocks : 1;
     add_vectorized_kernel<T><<<grid, kThreads, 0, stream>>>(ta, tb, to, n);
   } else {

@@ -88,6 +88,12 @@ def test_import_error_is_reported():
     assert [f.message for f in findings if f.topic == "import"] == ["undefined symbol: torch_foo"]
 
 
+def _with_sitecustomize(tmp_path) -> dict:
+    """PYTHONPATH with tmp_path (its sitecustomize.py) first, keeping the rest."""
+    rest = os.environ.get("PYTHONPATH", "")
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(tmp_path), rest) if p)}
+
+
 def _doctor(tmp_path, extra_env=None):
     return subprocess.run(
         [sys.executable, "-m", "cuda_ext_example", "doctor"],
@@ -112,7 +118,7 @@ def test_doctor_explains_an_old_torch(tmp_path):
     # torch pretends to be 2.9 from interpreter start: the import of the ops fails,
     # and doctor (which must still run) says why and exits non-zero.
     (tmp_path / "sitecustomize.py").write_text("import torch\ntorch.__version__ = '2.9.0'\n")
-    run = _doctor(tmp_path, {"PYTHONPATH": str(tmp_path)})
+    run = _doctor(tmp_path, _with_sitecustomize(tmp_path))
     assert run.returncode == 1, run.stdout + run.stderr
     assert "[FAIL] torch: 2.9.0 is older than 2.10" in run.stdout
     assert "[FAIL] import: cuda_ext_example needs torch>=2.10" in run.stdout
@@ -126,7 +132,7 @@ def test_plain_import_still_raises_under_old_torch(tmp_path):
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        env={**os.environ, **_with_sitecustomize(tmp_path)},
     )
     assert run.returncode == 1
     assert "ImportError: cuda_ext_example needs torch>=2.10" in run.stderr
