@@ -60,8 +60,7 @@ def _check_types(op: str, a: object, b: object) -> None:
         )
 
 
-def _call(name: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    op = getattr(torch.ops.cuda_ext_example, name).default
+def _call(op, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     # A call that builds no autograd graph skips the Python autograd kernel
     # (register_autograd below), which costs microseconds per call; launch-bound
     # callers notice. Tracing (torch.compile) and graph-building calls go through it.
@@ -80,7 +79,7 @@ def my_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     contiguous tensor equal to ``torch.add(a, b)``.
     """
     _check_types("my_add", a, b)
-    return _call("my_add", a, b)
+    return _call(torch.ops.cuda_ext_example.my_add.default, a, b)
 
 
 def my_fast_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -89,7 +88,7 @@ def my_fast_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     Same contract as :func:`my_add`; any size, offset or layout is accepted.
     """
     _check_types("my_fast_add", a, b)
-    return _call("my_fast_add", a, b)
+    return _call(torch.ops.cuda_ext_example.my_fast_add.default, a, b)
 
 
 def _make_fake(op: str):
