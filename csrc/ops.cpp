@@ -250,6 +250,8 @@ struct Prepared {
   Tensor a, b, out;
 };
 
+// A new contiguous tensor like `t` (TORCH_ERROR_CODE_CHECK, not the newer
+// STABLE_ spelling: the JIT build compiles against torch 2.10+ headers).
 // A new contiguous tensor like `t`. aoti_torch_empty_strided calls
 // at::empty_strided directly: a boxed dispatcher call
 // (torch::stable::new_empty) costs microseconds per op, which launch-bound
@@ -264,11 +266,10 @@ Tensor empty_like_contiguous(const Tensor& t) {
     stride *= sizes[d] > 1 ? sizes[d] : 1;
   }
   int32_t dtype = 0, device_type = 0;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(t.get(), &dtype));
-  STABLE_TORCH_ERROR_CODE_CHECK(
-      aoti_torch_get_device_type(t.get(), &device_type));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(t.get(), &dtype));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(t.get(), &device_type));
   AtenTensorHandle handle = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(
+  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(
       ndim, sizes, strides, dtype, device_type, t.get_device_index(), &handle));
   return Tensor(handle);
 }
