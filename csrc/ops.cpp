@@ -250,12 +250,11 @@ struct Prepared {
   Tensor a, b, out;
 };
 
-// A new contiguous tensor like `t` (TORCH_ERROR_CODE_CHECK, not the newer
-// STABLE_ spelling: the JIT build compiles against torch 2.10+ headers).
 // A new contiguous tensor like `t`. aoti_torch_empty_strided calls
 // at::empty_strided directly: a boxed dispatcher call
 // (torch::stable::new_empty) costs microseconds per op, which launch-bound
-// callers notice.
+// callers notice. (TORCH_ERROR_CODE_CHECK, not the newer STABLE_ spelling:
+// the JIT build compiles against the user's torch >= 2.10 headers.)
 Tensor empty_like_contiguous(const Tensor& t) {
   const int64_t ndim = t.dim();
   int64_t sizes[64], strides[64];  // torch caps tensors at 64 dimensions
