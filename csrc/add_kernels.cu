@@ -40,30 +40,21 @@ struct Add<__nv_bfloat16> {
     return __float2bfloat16_rn(__bfloat162float(a) + __bfloat162float(b));
   }
 };
-template <>
-struct Add<int32_t> {
-  __device__ __forceinline__ static int32_t apply(int32_t a, int32_t b) {
-    return (int32_t)((uint32_t)a + (uint32_t)b);
+// Signed S added as its unsigned twin U, then converted back: wraps like torch.
+template <typename S, typename U>
+struct WrappingAdd {
+  __device__ __forceinline__ static S apply(S a, S b) {
+    return (S)((U)a + (U)b);
   }
 };
 template <>
-struct Add<int64_t> {
-  __device__ __forceinline__ static int64_t apply(int64_t a, int64_t b) {
-    return (int64_t)((uint64_t)a + (uint64_t)b);
-  }
-};
+struct Add<int8_t> : WrappingAdd<int8_t, uint8_t> {};
 template <>
-struct Add<int8_t> {
-  __device__ __forceinline__ static int8_t apply(int8_t a, int8_t b) {
-    return (int8_t)((uint8_t)a + (uint8_t)b);
-  }
-};
+struct Add<int16_t> : WrappingAdd<int16_t, uint16_t> {};
 template <>
-struct Add<int16_t> {
-  __device__ __forceinline__ static int16_t apply(int16_t a, int16_t b) {
-    return (int16_t)((uint16_t)a + (uint16_t)b);
-  }
-};
+struct Add<int32_t> : WrappingAdd<int32_t, uint32_t> {};
+template <>
+struct Add<int64_t> : WrappingAdd<int64_t, uint64_t> {};
 
 // The baseline: one element per thread, 64-bit index.
 template <typename T>

@@ -14,17 +14,10 @@ from cuda_ext_example import BUILD_INFO, binary_info
 ROOT = Path(__file__).resolve().parent.parent
 WHEELHOUSE = ROOT / "wheelhouse"
 
-# What the extension may link against: torch's CPU library and glibc parts that
-# manylinux2014 guarantees. No libstdc++, no CUDA runtime, no other torch lib.
-ALLOWED_NEEDED = {
-    "libtorch_cpu.so",
-    "libc.so.6",
-    "libm.so.6",
-    "libdl.so.2",
-    "libpthread.so.0",
-    "librt.so.1",
-    "ld-linux-x86-64.so.2",
-}
+# What the extension may link against: the release gate's allowlist (torch's CPU
+# library and the glibc parts manylinux2014 guarantees; no libstdc++, no CUDA runtime).
+sys.path.insert(0, str(ROOT / "scripts"))
+from release_gates import ALLOWED_NEEDED  # noqa: E402
 
 pytestmark = pytest.mark.wheel
 
