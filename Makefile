@@ -11,7 +11,7 @@ NVCC ?= $(shell command -v nvcc || ls $(VENV)/lib/python3*/site-packages/nvidia/
 CPP_ARCHS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_120,code=compute_120
 
 .PHONY: venv wheel repair release install cpp test lint format clean \
-	doctor ptx sass symbols jit coldstart profile ncu
+	doctor ptx sass symbols jit coldstart profile bench ncu
 
 venv: $(STAMP)
 $(STAMP): requirements/build.txt requirements/dev.txt
@@ -86,6 +86,9 @@ coldstart:
 	$(RUN_PY) scripts/coldstart.py
 profile:
 	$(RUN_PY) scripts/profile_trace.py --out $(RESULTS)/trace.json
+# GB/s vs torch.add, torch.compile and Triton; table, CSV and plot into $(RESULTS).
+bench:
+	$(RUN_PY) scripts/benchmark.py --out $(RESULTS) $(BENCH_ARGS)
 # Nsight Compute on the benchmark kernels (ours and torch's), report saved.
 ncu:
 	mkdir -p $(RESULTS)

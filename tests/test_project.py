@@ -98,3 +98,21 @@ def test_cibuildwheel_builds_one_abi3_wheel():
         check=True,
     )
     assert out.stdout.split() == ["cp310-manylinux_x86_64"]
+
+
+def test_pypi_cuda_toolkit_is_complete(monkeypatch):
+    # Where no system toolkit exists (GitHub runners, cibuildwheel), nvcc comes
+    # from PyPI: it must be found and have everything add_kernels.cu includes.
+    sys.path.insert(0, str(ROOT))
+    from buildtools import toolchain
+
+    pypi = toolchain._pypi_cuda_root()
+    if pypi is None:
+        pytest.skip("the nvidia-cuda-nvcc wheels are not installed here")
+    monkeypatch.setenv("CUDA_HOME", str(pypi))
+    root = toolchain.cuda_root()
+    assert root == pypi
+    assert toolchain.cudart_static(root) is not None
+    assert toolchain.nvcc_version(root / "bin" / "nvcc").startswith("Build cuda_13.0")
+    for header in ("cuda_runtime.h", "cuda_bf16.h", "cuda_fp16.h", "nv/target"):
+        assert (root / "include" / header).exists(), header
