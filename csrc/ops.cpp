@@ -224,9 +224,9 @@ GetCurrentCudaStream require_cuda_torch() {
   return get_stream;
 }
 
-void cuda_add(cee_kernel kernel, const char* op, cee_dtype dtype,
-              const Tensor& a, const Tensor& b, Tensor& out) {
-  GetCurrentCudaStream get_stream = require_cuda_torch();
+void cuda_add(GetCurrentCudaStream get_stream, cee_kernel kernel,
+              const char* op, cee_dtype dtype, const Tensor& a, const Tensor& b,
+              Tensor& out) {
   const int32_t device = a.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
   void* stream = nullptr;
@@ -242,9 +242,6 @@ void cuda_add(cee_kernel kernel, const char* op, cee_dtype dtype,
 
 // ----------------------------------------------------------------- the ops
 
-// Checks, packs non-contiguous inputs (transposes, strided slices; an offset
-// slice like x[1:] stays as it is, the kernels handle its alignment) and
-// allocates the contiguous output.
 struct Prepared {
   cee_dtype dtype;
   Tensor a, b, out;
@@ -273,6 +270,9 @@ Tensor empty_like_contiguous(const Tensor& t) {
   return Tensor(handle);
 }
 
+// Checks, packs non-contiguous inputs (transposes, strided slices; an offset
+// slice like x[1:] stays as it is, the kernels handle its alignment) and
+// allocates the contiguous output.
 Prepared prepare(const Tensor& a, const Tensor& b) {
   const cee_dtype dtype = check_inputs(a, b);
   Tensor ac = a.is_contiguous() ? a : torch::stable::contiguous(a);
@@ -291,11 +291,12 @@ Tensor add_cpu(Tensor a, Tensor b) {
 
 Tensor add_cuda(const Tensor& a, const Tensor& b, cee_kernel kernel,
                 const char* op) {
-  require_cuda_torch();  // first: on a CPU-only torch, say that and only that
+  // First: on a CPU-only torch, say that and only that.
+  const GetCurrentCudaStream get_stream = require_cuda_torch();
   Prepared p = prepare(a, b);
   if (!p.a.is_cuda())
     fail("the CUDA kernel got tensors on " + device_name(p.a.device()));
-  cuda_add(kernel, op, p.dtype, p.a, p.b, p.out);
+  cuda_add(get_stream, kernel, op, p.dtype, p.a, p.b, p.out);
   return p.out;
 }
 

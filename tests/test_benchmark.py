@@ -1,5 +1,6 @@
-"""scripts/benchmark.py's reporting on fake timings: ratios, % of roofline, the targets'
-PASS/MISS decisions, the table, markdown, CSV and plot. No GPU, no triton."""
+"""scripts/bench_report.py (and benchmark.py's CLI parsing) on fake timings: ratios,
+% of roofline, the targets' PASS/MISS decisions, the table, markdown, CSV and plot.
+No GPU, no triton."""
 
 from __future__ import annotations
 
@@ -14,19 +15,19 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load_benchmark():
-    """Import scripts/benchmark.py by path. scripts/ is not a package, and it must not go
-    on sys.path for the session: scripts/profile.py would shadow the standard library's
-    profile for every later test (torch._dynamo imports cProfile, which imports it)."""
-    spec = importlib.util.spec_from_file_location("benchmark", ROOT / "scripts" / "benchmark.py")
+def _load(name: str):
+    """Import scripts/<name>.py by path. scripts/ is not a package and stays off sys.path:
+    its modules are named for their scripts, not to be importable everywhere."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["benchmark"] = module  # dataclasses look the defining module up there
+    sys.modules[name] = module  # dataclasses look the defining module up there
     spec.loader.exec_module(module)
     return module
 
 
-benchmark = _load_benchmark()
-MISS, NA, PASS, make_record = benchmark.MISS, benchmark.NA, benchmark.PASS, benchmark.make_record
+report = _load("bench_report")  # first: benchmark imports it by name
+benchmark = _load("benchmark")
+MISS, NA, PASS, make_record = report.MISS, report.NA, report.PASS, report.make_record
 
 ROOFLINE = 3000.0
 HOST_US = {
@@ -49,9 +50,9 @@ DTYPES = ("float32", "bfloat16", "int64")
 SIZES = range(12, 29)
 
 
-def rec(k: int, dtype: str, impl: str, gbps: float) -> benchmark.Record:
+def rec(k: int, dtype: str, impl: str, gbps: float) -> report.Record:
     """A record whose time gives exactly `gbps` (3 tensors of traffic)."""
-    nbytes = 3 * 2**k * benchmark.DTYPE_BYTES[dtype]
+    nbytes = 3 * 2**k * report.DTYPE_BYTES[dtype]
     return make_record(2**k, dtype, impl, nbytes / (gbps * 1e9) * 1e3)
 
 
@@ -83,14 +84,14 @@ def by_name(targets):
 
 def test_gbps_counts_three_tensors():
     # 2^20 float32 elements in 1 ms: 3 * 4 MiB / 1 ms.
-    assert benchmark.traffic_gbps(2**20, "float32", 1.0) == pytest.approx(3 * 4 * 2**20 / 1e6)
+    assert report.traffic_gbps(2**20, "float32", 1.0) == pytest.approx(3 * 4 * 2**20 / 1e6)
     r = make_record(2**10, "bfloat16", "my_add", 0.5)
     assert r.gbps == pytest.approx(3 * 2 * 2**10 / 0.5e-3 / 1e9)
     assert rec(20, "int64", "triton", 1234.5).gbps == pytest.approx(1234.5)
 
 
 def test_ratio_to_best_peer_and_roofline():
-    rows = benchmark.annotate(fake_records(), ROOFLINE)
+    rows = report.annotate(fake_records(), ROOFLINE)
     index = {(r.record.size, r.record.dtype, r.record.impl): r for r in rows}
     cell = {impl: index[2**20, "float32", impl] for impl in BASE_GBPS}
     # The best peer is torch.compile (2100); peers get their ratio to it too.
@@ -104,19 +105,19 @@ def test_ratio_to_best_peer_and_roofline():
     # Worse in one cell, better in the others.
     assert index[2**14, "bfloat16", "my_fast_add"].ratio_best_peer == pytest.approx(1000 / 2100)
     # Sorted by dtype, then size, then implementation (peers first).
-    assert [r.record.impl for r in rows[:5]] == list(benchmark.IMPLS)
+    assert [r.record.impl for r in rows[:5]] == list(report.IMPLS)
     assert [r.record.dtype for r in rows[:: len(rows) // 3]] == list(DTYPES)
 
 
 def test_best_peer_ignores_our_implementations():
     records = [rec(16, "float32", "torch.add", 100.0), rec(16, "float32", "my_fast_add", 900.0)]
-    assert benchmark.best_peer_gbps(records) == {(2**16, "float32"): pytest.approx(100.0)}
-    rows = benchmark.annotate([rec(16, "float32", "my_add", 1.0)], ROOFLINE)
+    assert report.best_peer_gbps(records) == {(2**16, "float32"): pytest.approx(100.0)}
+    rows = report.annotate([rec(16, "float32", "my_add", 1.0)], ROOFLINE)
     assert math.isnan(rows[0].ratio_best_peer)  # no peer measured there
 
 
 def test_targets_on_the_base_numbers():
-    targets = by_name(benchmark.evaluate_targets(fake_records(), ROOFLINE, HOST_US))
+    targets = by_name(report.evaluate_targets(fake_records(), ROOFLINE, HOST_US))
     assert {k: t.status for k, t in targets.items()} == {
         "best_peer": PASS,
         "torch_add": PASS,
@@ -132,35 +133,33 @@ def test_targets_on_the_base_numbers():
 def test_best_peer_target_misses_on_one_cell():
     # 2000 GB/s at 2^18 float32 is 0.952x torch.compile's 2100: one cell below 1.00x.
     records = fake_records({(18, "float32", "my_fast_add"): 2000.0})
-    targets = by_name(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))
+    targets = by_name(report.evaluate_targets(records, ROOFLINE, HOST_US))
     assert targets["best_peer"].status == MISS
     assert "worst 0.952x at float32 2^18" in targets["best_peer"].measured
     assert "1/26 below" in targets["best_peer"].measured
     assert targets["torch_add"].status == PASS  # 2^18 is outside 2^20..2^24
     # Exactly equal to the best peer is enough.
     records = fake_records({(18, "float32", "my_fast_add"): 2100.0})
-    assert (
-        by_name(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))["best_peer"].status == PASS
-    )
+    assert by_name(report.evaluate_targets(records, ROOFLINE, HOST_US))["best_peer"].status == PASS
 
 
 def test_torch_add_target_needs_five_percent():
     # bfloat16 2^22: 2080 GB/s is 1.04x torch.add (2000), though still 0.99x the best peer.
     records = fake_records({(22, "bfloat16", "my_fast_add"): 2080.0})
-    targets = by_name(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))
+    targets = by_name(report.evaluate_targets(records, ROOFLINE, HOST_US))
     assert targets["torch_add"].status == MISS
     assert "bfloat16 2^22 1.040x" in targets["torch_add"].measured
     assert targets["best_peer"].status == MISS
     # A faster torch.add moves the bar: 2200 / 2100 = 1.048x < 1.05x at float32 2^24.
     records = fake_records({(24, "float32", "torch.add"): 2100.0})
-    targets = by_name(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))
+    targets = by_name(report.evaluate_targets(records, ROOFLINE, HOST_US))
     assert targets["torch_add"].status == MISS
     assert targets["best_peer"].status == PASS
 
 
 def test_roofline_target_misses_below_98_percent():
     records = fake_records({(28, "float32", "my_fast_add"): 2900.0})  # 96.7%
-    target = by_name(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))["roofline"]
+    target = by_name(report.evaluate_targets(records, ROOFLINE, HOST_US))["roofline"]
     assert target.status == MISS
     assert target.measured == "2900.0 GB/s = 96.7% of 3000.0 GB/s"
 
@@ -168,30 +167,30 @@ def test_roofline_target_misses_below_98_percent():
 @pytest.mark.parametrize(("fast_us", "status"), [(5.25, PASS), (5.3, MISS), (4.0, PASS)])
 def test_host_target(fast_us, status):
     host = {**HOST_US, "my_fast_add": fast_us}
-    target = by_name(benchmark.evaluate_targets(fake_records(), ROOFLINE, host))["host"]
+    target = by_name(report.evaluate_targets(fake_records(), ROOFLINE, host))["host"]
     assert target.status == status
 
 
 def test_targets_not_measured_are_na_not_pass():
     # A partial run (--sizes 12-14, float32 only, no host times) measures no target's cells.
     records = [r for r in fake_records() if r.size <= 2**14 and r.dtype == "float32"]
-    targets = benchmark.evaluate_targets(records, ROOFLINE, {})
+    targets = report.evaluate_targets(records, ROOFLINE, {})
     assert [t.status for t in targets] == [NA] * 4
     # Some cells measured and passing, others missing: still not a PASS.
     records = [r for r in fake_records() if r.size <= 2**20]
-    targets = by_name(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))
+    targets = by_name(report.evaluate_targets(records, ROOFLINE, HOST_US))
     assert targets["best_peer"].status == NA
     assert "16 not measured" in targets["best_peer"].measured
     # ...but a measured miss is a MISS whatever is missing.
     records = [r for r in fake_records({(16, "float32", "my_fast_add"): 1.0}) if r.size <= 2**20]
-    targets = by_name(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))
+    targets = by_name(report.evaluate_targets(records, ROOFLINE, HOST_US))
     assert targets["best_peer"].status == MISS
 
 
 def test_table_and_target_text():
     records = fake_records({(18, "float32", "my_fast_add"): 2000.0})
-    rows = benchmark.annotate(records, ROOFLINE)
-    table = benchmark.format_table(rows)
+    rows = report.annotate(records, ROOFLINE)
+    table = report.format_table(rows)
     lines = table.splitlines()
     assert lines[0].startswith("size")
     assert lines[0].endswith("GB/s  % roofline  vs best peer")
@@ -199,19 +198,19 @@ def test_table_and_target_text():
     assert len(data) == len(records)
     fast = next(cells for cells in data if cells[:3] == ["2^18", "float32", "my_fast_add"])
     assert fast[-3:] == ["2000.0", "66.7", "0.95x"]
-    text = benchmark.format_targets(benchmark.evaluate_targets(records, ROOFLINE, HOST_US))
+    text = report.format_targets(report.evaluate_targets(records, ROOFLINE, HOST_US))
     assert text.count("[MISS]") == 1 and text.count("[PASS]") == 3
-    assert "5.10 us/call  (1.02x torch.add)" in benchmark.format_host_times(HOST_US)
+    assert "5.10 us/call  (1.02x torch.add)" in report.format_host_times(HOST_US)
 
 
 def test_csv(tmp_path):
     records = fake_records()
     path = tmp_path / "r.csv"
-    benchmark.write_csv(benchmark.annotate(records, ROOFLINE), path)
+    report.write_csv(report.annotate(records, ROOFLINE), path)
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
         rows = list(reader)
-    assert tuple(reader.fieldnames) == benchmark.CSV_COLUMNS
+    assert tuple(reader.fieldnames) == report.CSV_COLUMNS
     assert len(rows) == len(records) == len(DTYPES) * len(SIZES) * len(BASE_GBPS)
     row = next(
         r for r in rows if (r["size"], r["dtype"], r["impl"]) == (str(2**20), "float32", "my_add")
@@ -235,9 +234,7 @@ def test_write_reports(tmp_path):
         "python": "3.12.3",
     }
     out = tmp_path / "bench" / "results"
-    paths, targets, rows = benchmark.write_reports(
-        records, ROOFLINE, HOST_US, meta, out, "2026-11-22"
-    )
+    paths, targets, rows = report.write_reports(records, ROOFLINE, HOST_US, meta, out, "2026-11-22")
     assert {p.name for p in paths.values()} == {
         f"nvidia-h100-80gb-hbm3-2026-11-22.{ext}" for ext in ("md", "csv", "png")
     }
@@ -267,7 +264,7 @@ def test_plot_with_one_dtype(tmp_path):
     # A partial run: one dtype, no spare subplot logic needed, still a PNG.
     records = [r for r in fake_records() if r.dtype == "bfloat16"]
     path = tmp_path / "one.png"
-    benchmark.plot_results(records, ROOFLINE, path, title="fake")
+    report.plot_results(records, ROOFLINE, path, title="fake")
     assert path.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -286,7 +283,7 @@ def test_cli_parsing():
     assert args.out == Path("bench/results")
     assert benchmark.parse_args(["--quick"]).sizes == [12, 16, 20, 24, 28]
     assert benchmark.parse_args(["--quick", "--sizes", "20"]).sizes == [20]
-    assert benchmark.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert report.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
 
 
 def test_module_imports_no_gpu_stack():
