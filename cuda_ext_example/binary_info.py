@@ -75,7 +75,7 @@ def symbol_versions(path: Path) -> dict[str, list[str]]:
         elf.stream.close()
 
 
-def _version_key(version: str) -> tuple[int, ...]:
+def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", version))
 
 
@@ -87,7 +87,7 @@ def newest_version(path: Path, prefix: str) -> str | None:
         for v in versions
         if v.startswith(prefix) and re.fullmatch(re.escape(prefix) + r"[\d.]+", v)
     ]
-    return max(found, key=_version_key) if found else None
+    return max(found, key=version_key) if found else None
 
 
 def find_cuda_tool(name: str) -> str | None:
@@ -132,7 +132,7 @@ def device_code(path: Path) -> dict[str, list[str]]:
     result = {}
     for kind, flag in (("sass", "--list-elf"), ("ptx", "--list-ptx")):
         found = re.findall(r"\.(sm_\d+a?f?)\.(?:cubin|ptx)", run_cuobjdump(flag, path))
-        result[kind] = sorted(set(found), key=_version_key)
+        result[kind] = sorted(set(found), key=version_key)
     return result
 
 

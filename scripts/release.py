@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 from local_index import files_on_index, local_index  # noqa: E402
-from release_gates import GateFailure, run_gates  # noqa: E402
+from release_gates import GateFailure, run_gates, venv_tool  # noqa: E402
 
 from buildtools import config  # noqa: E402
 
@@ -65,11 +65,6 @@ def run(cmd: list[str], fix: str, **kwargs) -> subprocess.CompletedProcess:
     if result.returncode != 0:
         raise StepFailure(f"`{Path(str(cmd[0])).name} ...` exited with {result.returncode}", fix)
     return result
-
-
-def tool(name: str) -> str:
-    candidate = Path(sys.executable).parent / name
-    return str(candidate) if candidate.exists() else name
 
 
 class Pipeline:
@@ -111,7 +106,7 @@ def build_wheel_and_sdist(given_wheel: Path | None, out: Path) -> tuple[Path, Pa
 
 def auditwheel_show(wheel: Path) -> None:
     run(
-        [tool("auditwheel"), "show", wheel],
+        [venv_tool("auditwheel"), "show", wheel],
         "auditwheel could not read the wheel; is it a Linux x86_64 wheel?",
     )
 
@@ -121,7 +116,7 @@ def auditwheel_repair(wheel: Path, out_dir: Path) -> Path:
     excludes = [arg for pattern in REPAIR_EXCLUDES for arg in ("--exclude", pattern)]
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     run(
-        [tool("auditwheel"), "repair", "--plat", PLATFORM, *excludes, "-w", out_dir, wheel],
+        [venv_tool("auditwheel"), "repair", "--plat", PLATFORM, *excludes, "-w", out_dir, wheel],
         f"the binary needs something {PLATFORM} does not allow (see auditwheel's message); "
         "the extension must be linked by zig for glibc 2.17 (buildtools/build_ext.py)",
         env=env,
@@ -134,7 +129,7 @@ def gates(wheel: Path, sdist: Path | None) -> None:
     run_gates(wheel)
     if sdist is not None:
         run(
-            [tool("twine"), "check", "--strict", sdist],
+            [venv_tool("twine"), "check", "--strict", sdist],
             "fix the sdist metadata in pyproject.toml",
         )
 
@@ -156,7 +151,7 @@ def upload(repository_args: list[str], files: list[Path], env: dict) -> None:
     # Credentials come from twine's own config (~/.pypirc, keyring) or TWINE_*
     # environment variables; they are never on the command line or printed.
     run(
-        [tool("twine"), "upload", "--non-interactive", "--disable-progress-bar",
+        [venv_tool("twine"), "upload", "--non-interactive", "--disable-progress-bar",
          *repository_args, *files],
         "see twine's message (credentials: TWINE_USERNAME/TWINE_PASSWORD or ~/.pypirc)",
         env=env,

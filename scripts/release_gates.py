@@ -56,7 +56,7 @@ class GateFailure(Exception):
         self.reason = reason
 
 
-def _tool(name: str) -> str:
+def venv_tool(name: str) -> str:
     """A console script of the running venv (the release tools are pinned there)."""
     candidate = Path(sys.executable).parent / name
     return str(candidate) if candidate.exists() else name
@@ -72,7 +72,7 @@ def _run_tool(gate: str, cmd: list[str], fix: str) -> None:
 def gate_abi3audit(wheel: Path) -> None:
     _run_tool(
         "abi3audit",
-        [_tool("abi3audit"), "--strict", "--report", str(wheel)],
+        [venv_tool("abi3audit"), "--strict", "--report", str(wheel)],
         "use only the Python limited API of 3.10 in csrc/ (Py_LIMITED_API=0x030A0000)",
     )
 
@@ -80,7 +80,7 @@ def gate_abi3audit(wheel: Path) -> None:
 def gate_twine_check(wheel: Path) -> None:
     _run_tool(
         "twine-check",
-        [_tool("twine"), "check", "--strict", str(wheel)],
+        [venv_tool("twine"), "check", "--strict", str(wheel)],
         "fix the package metadata in pyproject.toml (README must render)",
     )
 
@@ -88,7 +88,7 @@ def gate_twine_check(wheel: Path) -> None:
 def gate_check_wheel_contents(wheel: Path) -> None:
     _run_tool(
         "check-wheel-contents",
-        [_tool("check-wheel-contents"), str(wheel)],
+        [venv_tool("check-wheel-contents"), str(wheel)],
         "remove stray or duplicate files from the package (see the codes above)",
     )
 
@@ -134,7 +134,7 @@ def gate_elf(wheel: Path, cfg: config.BuildConfig) -> None:
                 "(buildtools/build_ext.py); never link libstdc++",
             )
         newest = binary_info.newest_version(so, "GLIBC_")
-        if newest and binary_info._version_key(newest) > binary_info._version_key(cfg.glibc):
+        if newest and binary_info.version_key(newest) > binary_info.version_key(cfg.glibc):
             raise GateFailure(
                 "elf-audit",
                 f"{EXTENSION} needs {newest}, newer than GLIBC_{cfg.glibc} (manylinux2014)",

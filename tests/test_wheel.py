@@ -62,7 +62,7 @@ def test_metadata_requires_torch_and_python(wheel):
 def test_glibc_floor_and_no_libstdcxx(extension):
     newest = binary_info.newest_version(extension, "GLIBC_")
     assert newest is not None
-    assert binary_info._version_key(newest) <= (2, 17), newest
+    assert binary_info.version_key(newest) <= (2, 17), newest
     assert binary_info.newest_version(extension, "GLIBCXX_") is None
     assert binary_info.newest_version(extension, "CXXABI_") is None
 
