@@ -87,6 +87,41 @@ def test_no_grad_and_inference_mode(op, device):
         assert_bitwise_equal(op(a, b), torch.add(a.detach(), b))
 
 
+def test_fast_path_still_seen_by_dispatch_modes(op, device):
+    # The wrapper's no-grad fast path enters the dispatcher below autograd; modes and
+    # fake tensors (TLS dispatch keys) must still see the op, not a bypass.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    a = random_tensor((4,), torch.float32, device)
+    with Log() as log:
+        out = op(a, a)
+    assert log.ops == [f"cuda_ext_example.{op.__name__}.default"]
+    assert_bitwise_equal(out, torch.add(a, a))
+
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(a)
+        assert isinstance(op(fake, fake), FakeTensor)
+
+
+def test_wrapper_type_error_also_when_grad_is_needed(op, device):
+    a = random_tensor((3,), torch.float32, device).requires_grad_()
+    with pytest.raises(TypeError, match=rf"{op.__name__}: expected two torch.Tensor arguments"):
+        op(a, 1.0)
+    with torch.no_grad(), pytest.raises(TypeError, match="expected two torch.Tensor"):
+        op(1.0, a)
+
+
 def test_public_api():
     assert set(cuda_ext_example.__all__) >= {"my_add", "my_fast_add", "__version__"}
     assert cuda_ext_example.my_add.__doc__

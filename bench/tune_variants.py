@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Times the kernel variants of bench/tune_variants.cu next to the peers (torch.add,
+torch.compile, Triton) and the installed my_fast_add, with scripts/benchmark.py's method:
+do_bench (CUDA events, L2 flushed before each call), interleaved rounds, median.
+
+    nvcc -O3 -std=c++17 -arch=sm_90 -shared -Xcompiler -fPIC \\
+         bench/tune_variants.cu -o build/tune/libtune_variants.so
+    python bench/tune_variants.py build/tune/libtune_variants.so --out sweep.csv
+
+Prints per cell every implementation's GB/s and spread (max-min over the rounds, in % of
+the median), then per implementation its worst and geometric-mean ratio to torch.add
+(2^20..2^24) and to the best peer (2^16..2^28). A research tool for bench/NOTES.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import ctypes
+import functools
+import math
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+import benchmark  # noqa: E402  (scripts/benchmark.py)
+from bench_report import make_record  # noqa: E402
+
+PEERS = ("torch.add", "torch.compile", "triton")
+DTYPE_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
+
+
+def variant_impls(lib_path: Path, dtype: str) -> dict:
+    import torch
+
+    lib = ctypes.CDLL(str(lib_path))
+    lib.tune_add.argtypes = (
+        [ctypes.c_int, ctypes.c_int]
+        + [ctypes.c_void_p] * 3
+        + [
+            ctypes.c_int64,
+            ctypes.c_void_p,
+        ]
+    )
+    lib.tune_variant_name.restype = ctypes.c_char_p
+    code = DTYPE_CODES[dtype]
+
+    def make(v: int):
+        def fn(a, b):
+            out = torch.empty_like(a)
+            stream = torch.cuda.current_stream().cuda_stream
+            rc = lib.tune_add(
+                v, code, a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel(), stream
+            )
+            if rc:
+                raise RuntimeError(f"variant {v} failed: {rc}")
+            return out
+
+        return fn
+
+    return {
+        "k:" + lib.tune_variant_name(v).decode(): make(v) for v in range(lib.tune_variant_count())
+    }
+
+
+def summarize(rows: list[dict]) -> None:
+    cells: dict[tuple, dict[str, float]] = {}
+    for row in rows:
+        cells.setdefault((row["dtype"], row["log2n"]), {})[row["impl"]] = row["gbps"]
+    impls = sorted({row["impl"] for row in rows})
+    print(
+        "\nimpl, then per dtype: worst / geomean vs torch.add at 2^20..2^24, "
+        "worst / geomean vs best peer at 2^16..2^28"
+    )
+    for dtype in DTYPE_CODES:
+        keys = sorted(k for k in cells if k[0] == dtype)
+        if not keys:
+            continue
+        print(f"\n{dtype}")
+        scored = []
+        for impl in impls:
+            vs_add = [cells[k][impl] / cells[k]["torch.add"] for k in keys if 20 <= k[1] <= 24]
+            vs_peer = [cells[k][impl] / max(cells[k][p] for p in PEERS) for k in keys if k[1] >= 16]
+            if not vs_peer:
+                continue
+            gm = math.exp(statistics.fmean(math.log(r) for r in vs_peer))
+            scored.append((gm, impl, vs_add, vs_peer))
+        for gm, impl, vs_add, vs_peer in sorted(scored, reverse=True):
+            add_part = (
+                f"{min(vs_add):.3f} / {math.exp(statistics.fmean(map(math.log, vs_add))):.3f}"
+                if vs_add
+                else "-"
+            )
+            print(f"  {impl:<18} add {add_part}   peer {min(vs_peer):.3f} / {gm:.3f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("lib", type=Path)
+    parser.add_argument(
+        "--sizes", type=benchmark.parse_sizes, default=benchmark.parse_sizes("16-28")
+    )
+    parser.add_argument("--dtypes", default="float32,bfloat16,float16")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rep-ms", type=int, default=40)
+    parser.add_argument("--out", type=Path, default=Path("tune_variants.csv"))
+    args = parser.parse_args()
+
+    import torch
+
+    settings = benchmark.Settings(10, args.rep_ms, 0, 0, False, rounds=args.rounds)
+    print(torch.cuda.get_device_name(0), torch.__version__, flush=True)
+    rows = []
+    for dtype in args.dtypes.split(","):
+        impls = benchmark.implementations(settings, max_shapes=len(args.sizes) + 1)
+        del impls["my_add"]
+        impls.update(variant_impls(args.lib, dtype))
+        for k in args.sizes:
+            a, b = benchmark.make_inputs(2**k, dtype)
+            benchmark.check_outputs(impls, a, b, f"2^{k} {dtype}")
+            times = {name: [] for name in impls}
+            for _ in range(args.rounds):
+                for name, fn in impls.items():
+                    times[name].append(benchmark.bench_ms(functools.partial(fn, a, b), settings))
+            line = []
+            for name, samples in times.items():
+                ms = statistics.median(samples)
+                gbps = make_record(2**k, dtype, name, ms).gbps
+                spread = (max(samples) - min(samples)) / ms * 100
+                rows.append(
+                    {
+                        "dtype": dtype,
+                        "log2n": k,
+                        "impl": name,
+                        "ms": ms,
+                        "gbps": gbps,
+                        "spread_pct": spread,
+                    }
+                )
+                line.append(f"{name}={gbps:.0f}±{spread:.1f}%")
+            print(f"{dtype} 2^{k}: " + " ".join(line), flush=True)
+            del a, b
+        torch.cuda.empty_cache()
+    with args.out.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    summarize(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
