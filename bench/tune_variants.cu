@@ -15,8 +15,6 @@
 
 namespace {
 
-constexpr int kThreads = 256;
-
 // How the two input vectors are loaded.
 enum Load {
   kLoadDefault,     // ld.global (cached in L1 and L2, normal eviction)
@@ -24,6 +22,10 @@ enum Load {
   kLoadLastUse,     // ld.global.lu
   kLoadNonCoherent, // ld.global.nc (read-only path, __ldg)
   kLoadEvictFirst,  // L1::no_allocate + L2::cache_hint with an evict_first policy
+  kLoadPlain,       // ld.global.v4 from PTX: LDG.E.128, not the .CONSTANT path
+                    // that const __restrict__ pointers get (torch.add and
+                    // Inductor's Triton kernels load this way)
+  kLoadPlainNoL1,   // ld.global.L1::no_allocate.v4
 };
 // How the output vector is stored.
 enum Store {
@@ -50,6 +52,19 @@ __device__ __forceinline__ uint4 load(const uint4* p, uint64_t policy) {
         "[%4], %5;"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
         : "l"(p), "l"(policy));
+    return v;
+  }
+  if constexpr (L == kLoadPlain || L == kLoadPlainNoL1) {
+    uint4 v;
+    if constexpr (L == kLoadPlain) {
+      asm("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+          : "l"(p));
+    } else {
+      asm("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+          : "l"(p));
+    }
     return v;
   }
   return *p;
@@ -94,20 +109,22 @@ __device__ __forceinline__ uint4 add_vec(uint4 x, uint4 y) {
   return r.u;
 }
 
-// V vectors per thread (thread t of a block takes t, t + kThreads, ...), all
-// loads before any store; I is the index type (int64_t, or uint32_t when the
-// vector count fits).
-template <typename T, int V, int L, int S, typename I>
-__global__ void __launch_bounds__(kThreads)
-    add_variant(const uint4* __restrict__ a, const uint4* __restrict__ b,
-                uint4* __restrict__ out, I n_vec) {
+// Bounds checks: on every access (kCheckAlways), none (kCheckNever: the grid
+// must cover n_vec exactly), or only in the last block (kCheckLastBlock: the
+// full blocks take an unpredicated path, as torch.add's vectorized kernel does).
+enum Check { kCheckAlways, kCheckNever, kCheckLastBlock };
+
+template <int kThreads, int V, int L, typename T, int S, typename I, bool kGuard>
+__device__ __forceinline__ void add_block(const uint4* __restrict__ a,
+                                          const uint4* __restrict__ b,
+                                          uint4* __restrict__ out, I n_vec) {
   const uint64_t policy = L == kLoadEvictFirst ? evict_first_policy() : 0;
   const I base = (I)blockIdx.x * (I)(kThreads * V) + (I)threadIdx.x;
   uint4 xa[V], xb[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     const I i = base + (I)(k * kThreads);
-    if (i < n_vec) {
+    if (!kGuard || i < n_vec) {
       xa[k] = load<L>(a + i, policy);
       xb[k] = load<L>(b + i, policy);
     }
@@ -115,20 +132,130 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     const I i = base + (I)(k * kThreads);
-    if (i < n_vec) store<S>(out + i, add_vec<T>(xa[k], xb[k]));
+    if (!kGuard || i < n_vec) store<S>(out + i, add_vec<T>(xa[k], xb[k]));
   }
 }
 
-template <typename T, int V, int L, int S, typename I>
+// V vectors per thread (thread t of a block takes t, t + kThreads, ...), all
+// loads before any store; I is the index type (int64_t, or uint32_t when the
+// vector count fits).
+template <typename T, int kThreads, int V, int L, int S, typename I, int C>
+__global__ void __launch_bounds__(kThreads)
+    add_variant(const uint4* __restrict__ a, const uint4* __restrict__ b,
+                uint4* __restrict__ out, I n_vec) {
+  if (C == kCheckNever ||
+      (C == kCheckLastBlock && blockIdx.x + 1 < gridDim.x)) {
+    add_block<kThreads, V, L, T, S, I, false>(a, b, out, n_vec);
+  } else {
+    add_block<kThreads, V, L, T, S, I, true>(a, b, out, n_vec);
+  }
+}
+
+template <typename T, int kThreads, int V, int L, int S, typename I, int C>
 int launch(const void* a, const void* b, void* out, int64_t n,
            cudaStream_t stream) {
   const int64_t n_vec = n * (int64_t)sizeof(T) / 16;
   if (sizeof(I) == 4 && n_vec >= ((int64_t)1 << 31)) return -1;
   const int64_t per_block = (int64_t)kThreads * V;
+  if (C == kCheckNever && n_vec % per_block != 0) return -3;
   const int64_t grid = (n_vec + per_block - 1) / per_block;
-  add_variant<T, V, L, S, I><<<grid, kThreads, 0, stream>>>(
+  add_variant<T, kThreads, V, L, S, I, C><<<grid, kThreads, 0, stream>>>(
       static_cast<const uint4*>(a), static_cast<const uint4*>(b),
       static_cast<uint4*>(out), (I)n_vec);
+  return (int)cudaGetLastError();
+}
+
+// Sweep 4: narrower accesses. Inductor's autotuner picks XBLOCK=512 with 8
+// warps at 2^28 float32: 256 threads, one 8-byte load per input per thread.
+// VecT is the access (uint2: 8 bytes, unsigned: 4 bytes), V of them per
+// thread, kPlain: ld.global (LDG.E.64) instead of the .CONSTANT path.
+template <typename VecT, bool kPlain>
+__device__ __forceinline__ VecT load_narrow(const VecT* p) {
+  if constexpr (kPlain && sizeof(VecT) == 8) {
+    VecT v;
+    asm("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+  } else if constexpr (kPlain && sizeof(VecT) == 4) {
+    VecT v;
+    asm("ld.global.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+  } else {
+    return *p;
+  }
+}
+
+template <typename T, typename VecT>
+__device__ __forceinline__ VecT add_narrow_vec(VecT x, VecT y) {
+  constexpr int kWidth = sizeof(VecT) / sizeof(T);
+  union U {
+    VecT u;
+    T t[kWidth];
+  };
+  U a, b, r;
+  a.u = x;
+  b.u = y;
+#pragma unroll
+  for (int j = 0; j < kWidth; ++j) r.t[j] = add1<T>(a.t[j], b.t[j]);
+  return r.u;
+}
+
+template <typename T, typename VecT, int kThreads, int V, bool kPlain>
+__global__ void __launch_bounds__(kThreads)
+    add_narrow(const VecT* __restrict__ a, const VecT* __restrict__ b,
+               VecT* __restrict__ out, int64_t n_vec) {
+  const int64_t base = (int64_t)blockIdx.x * (kThreads * V) + threadIdx.x;
+  VecT xa[V], xb[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const int64_t i = base + k * kThreads;
+    if (i < n_vec) {
+      xa[k] = load_narrow<VecT, kPlain>(a + i);
+      xb[k] = load_narrow<VecT, kPlain>(b + i);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const int64_t i = base + k * kThreads;
+    if (i < n_vec) out[i] = add_narrow_vec<T>(xa[k], xb[k]);
+  }
+}
+
+template <typename T, typename VecT, int kThreads, int V, bool kPlain>
+int launch_narrow(const void* a, const void* b, void* out, int64_t n,
+                  cudaStream_t stream) {
+  const int64_t n_vec = n * (int64_t)sizeof(T) / sizeof(VecT);
+  const int64_t per_block = (int64_t)kThreads * V;
+  const int64_t grid = (n_vec + per_block - 1) / per_block;
+  add_narrow<T, VecT, kThreads, V, kPlain><<<grid, kThreads, 0, stream>>>(
+      static_cast<const VecT*>(a), static_cast<const VecT*>(b),
+      static_cast<VecT*>(out), n_vec);
+  return (int)cudaGetLastError();
+}
+
+// Sweep 5: does the 8-byte kernel win by having fewer bytes in flight? A
+// grid-stride loop over kBlocksPerSm resident 256-thread blocks per SM caps the
+// bytes in flight for 16-byte accesses too.
+template <typename T, typename VecT, int kBlocksPerSm>
+__global__ void __launch_bounds__(256)
+    add_grid_stride(const VecT* __restrict__ a, const VecT* __restrict__ b,
+                    VecT* __restrict__ out, int64_t n_vec) {
+  const int64_t stride = (int64_t)gridDim.x * 256;
+  for (int64_t i = (int64_t)blockIdx.x * 256 + threadIdx.x; i < n_vec;
+       i += stride)
+    out[i] = add_narrow_vec<T>(a[i], b[i]);
+}
+
+template <typename T, typename VecT, int kBlocksPerSm>
+int launch_grid_stride(const void* a, const void* b, void* out, int64_t n,
+                       cudaStream_t stream) {
+  static int sms = 0;
+  if (sms == 0) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const int64_t n_vec = n * (int64_t)sizeof(T) / sizeof(VecT);
+  int64_t grid = (n_vec + 255) / 256;
+  if (grid > (int64_t)sms * kBlocksPerSm) grid = (int64_t)sms * kBlocksPerSm;
+  add_grid_stride<T, VecT, kBlocksPerSm><<<grid, 256, 0, stream>>>(
+      static_cast<const VecT*>(a), static_cast<const VecT*>(b),
+      static_cast<VecT*>(out), n_vec);
   return (int)cudaGetLastError();
 }
 
@@ -140,10 +267,26 @@ struct Variant {
   Launcher f32, bf16, f16;
 };
 
-#define VARIANT(name, V, L, S, I)                                          \
-  {                                                                         \
-    name, launch<float, V, L, S, I>, launch<__nv_bfloat16, V, L, S, I>,   \
-        launch<__half, V, L, S, I>                                          \
+#define VARIANT_TC(name, TH, V, L, S, I, C)                       \
+  {                                                                 \
+    name, launch<float, TH, V, L, S, I, C>,                         \
+        launch<__nv_bfloat16, TH, V, L, S, I, C>,                   \
+        launch<__half, TH, V, L, S, I, C>                           \
+  }
+#define VARIANT_T(name, TH, V, L, S, I) \
+  VARIANT_TC(name, TH, V, L, S, I, kCheckAlways)
+#define VARIANT(name, V, L, S, I) VARIANT_T(name, 256, V, L, S, I)
+#define GRID_STRIDE(name, VecT, B)                  \
+  {                                                 \
+    name, launch_grid_stride<float, VecT, B>,       \
+        launch_grid_stride<__nv_bfloat16, VecT, B>, \
+        launch_grid_stride<__half, VecT, B>         \
+  }
+#define NARROW(name, VecT, TH, V, PLAIN)                  \
+  {                                                       \
+    name, launch_narrow<float, VecT, TH, V, PLAIN>,       \
+        launch_narrow<__nv_bfloat16, VecT, TH, V, PLAIN>, \
+        launch_narrow<__half, VecT, TH, V, PLAIN>         \
   }
 
 const Variant kVariants[] = {
@@ -164,6 +307,60 @@ const Variant kVariants[] = {
     VARIANT("v4-ldef", 4, kLoadEvictFirst, kStoreDefault, int64_t),
     VARIANT("v1-ldcs-i32", 1, kLoadStreaming, kStoreDefault, uint32_t),
     VARIANT("v4-ldcs-i32", 4, kLoadStreaming, kStoreDefault, uint32_t),
+    // sweep 2: plain LDG (no .CONSTANT), 128-thread blocks (torch.add's and
+    // Inductor's block size), Inductor's shape (128 threads x 2 vectors, i32)
+    VARIANT("v1-plain", 1, kLoadPlain, kStoreDefault, int64_t),
+    VARIANT("v2-plain", 2, kLoadPlain, kStoreDefault, int64_t),
+    VARIANT("v4-plain", 4, kLoadPlain, kStoreDefault, int64_t),
+    VARIANT("v4-plainna", 4, kLoadPlainNoL1, kStoreDefault, int64_t),
+    VARIANT_T("t128-v1-plain", 128, 1, kLoadPlain, kStoreDefault, int64_t),
+    VARIANT_T("t128-v2-plain", 128, 2, kLoadPlain, kStoreDefault, int64_t),
+    VARIANT_T("t128-v4-plain", 128, 4, kLoadPlain, kStoreDefault, int64_t),
+    VARIANT_T("t128-v2", 128, 2, kLoadDefault, kStoreDefault, int64_t),
+    VARIANT_T("t128-v4", 128, 4, kLoadDefault, kStoreDefault, int64_t),
+    VARIANT_T("t128-v2-plainna", 128, 2, kLoadPlainNoL1, kStoreDefault,
+              int64_t),
+    VARIANT_T("t128-v2-plain-i32", 128, 2, kLoadPlain, kStoreDefault,
+              uint32_t),
+    VARIANT_T("t512-v2-plain", 512, 2, kLoadPlain, kStoreDefault, int64_t),
+    // sweep 3: no bounds checks (full blocks only), and checks in the last
+    // block only
+    VARIANT_TC("v1-nochk", 256, 1, kLoadDefault, kStoreDefault, int64_t,
+               kCheckNever),
+    VARIANT_TC("v1-plain-nochk", 256, 1, kLoadPlain, kStoreDefault, int64_t,
+               kCheckNever),
+    VARIANT_TC("v4-nochk", 256, 4, kLoadDefault, kStoreDefault, int64_t,
+               kCheckNever),
+    VARIANT_TC("v4-plain-nochk", 256, 4, kLoadPlain, kStoreDefault, int64_t,
+               kCheckNever),
+    VARIANT_TC("t128-v2-plain-nochk", 128, 2, kLoadPlain, kStoreDefault,
+               int64_t, kCheckNever),
+    VARIANT_TC("t128-v2-plain-i32-nochk", 128, 2, kLoadPlain, kStoreDefault,
+               uint32_t, kCheckNever),
+    VARIANT_TC("t128-v4-nochk", 128, 4, kLoadDefault, kStoreDefault, int64_t,
+               kCheckNever),
+    VARIANT_TC("v1-lastchk", 256, 1, kLoadDefault, kStoreDefault, int64_t,
+               kCheckLastBlock),
+    VARIANT_TC("v4-lastchk", 256, 4, kLoadDefault, kStoreDefault, int64_t,
+               kCheckLastBlock),
+    VARIANT_TC("v4-plain-lastchk", 256, 4, kLoadPlain, kStoreDefault, int64_t,
+               kCheckLastBlock),
+    VARIANT_TC("t128-v2-plain-lastchk", 128, 2, kLoadPlain, kStoreDefault,
+               int64_t, kCheckLastBlock),
+    NARROW("w8-v1", uint2, 256, 1, false),
+    NARROW("w8-v1-plain", uint2, 256, 1, true),
+    NARROW("w8-v2", uint2, 256, 2, false),
+    NARROW("w8-v4", uint2, 256, 4, false),
+    NARROW("w8-t128-v2-plain", uint2, 128, 2, true),
+    NARROW("w8-t512-v1", uint2, 512, 1, false),
+    NARROW("w4-v2", unsigned, 256, 2, false),
+    NARROW("w4-v4-plain", unsigned, 256, 4, true),
+    GRID_STRIDE("gs-w16-b2", uint4, 2),
+    GRID_STRIDE("gs-w16-b4", uint4, 4),
+    GRID_STRIDE("gs-w16-b8", uint4, 8),
+    GRID_STRIDE("gs-w8-b4", uint2, 4),
+    GRID_STRIDE("gs-w8-b8", uint2, 8),
+    NARROW("w16-t64-v1", uint4, 64, 1, false),
 };
 
 }  // namespace

@@ -19,6 +19,7 @@ import csv
 import ctypes
 import functools
 import math
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -32,19 +33,19 @@ PEERS = ("torch.add", "torch.compile", "triton")
 DTYPE_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
 
 
-def variant_impls(lib_path: Path, dtype: str) -> dict:
+def load_lib(lib_path: Path) -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(lib_path))
+    # (variant, dtype code, a, b, out, n, stream)
+    lib.tune_add.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 3
+    lib.tune_add.argtypes += [ctypes.c_int64, ctypes.c_void_p]
+    lib.tune_variant_name.restype = ctypes.c_char_p
+    return lib
+
+
+def variant_impls(lib_path: Path, dtype: str, pattern: str) -> dict:
     import torch
 
-    lib = ctypes.CDLL(str(lib_path))
-    lib.tune_add.argtypes = (
-        [ctypes.c_int, ctypes.c_int]
-        + [ctypes.c_void_p] * 3
-        + [
-            ctypes.c_int64,
-            ctypes.c_void_p,
-        ]
-    )
-    lib.tune_variant_name.restype = ctypes.c_char_p
+    lib = load_lib(lib_path)
     code = DTYPE_CODES[dtype]
 
     def make(v: int):
@@ -60,9 +61,8 @@ def variant_impls(lib_path: Path, dtype: str) -> dict:
 
         return fn
 
-    return {
-        "k:" + lib.tune_variant_name(v).decode(): make(v) for v in range(lib.tune_variant_count())
-    }
+    names = {v: lib.tune_variant_name(v).decode() for v in range(lib.tune_variant_count())}
+    return {"k:" + name: make(v) for v, name in names.items() if re.fullmatch(pattern, name)}
 
 
 def summarize(rows: list[dict]) -> None:
@@ -105,6 +105,7 @@ def main() -> int:
     parser.add_argument("--dtypes", default="float32,bfloat16,float16")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rep-ms", type=int, default=40)
+    parser.add_argument("--variants", default=".*", help="regex over variant names")
     parser.add_argument("--out", type=Path, default=Path("tune_variants.csv"))
     args = parser.parse_args()
 
@@ -116,7 +117,7 @@ def main() -> int:
     for dtype in args.dtypes.split(","):
         impls = benchmark.implementations(settings, max_shapes=len(args.sizes) + 1)
         del impls["my_add"]
-        impls.update(variant_impls(args.lib, dtype))
+        impls.update(variant_impls(args.lib, dtype, args.variants))
         for k in args.sizes:
             a, b = benchmark.make_inputs(2**k, dtype)
             benchmark.check_outputs(impls, a, b, f"2^{k} {dtype}")

@@ -17,8 +17,7 @@
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kVecBytes = 16;
+constexpr int kThreads = 256;  // my_add's block, and the 16-byte path's
 
 // a + b exactly as torch.add computes it: reduced floats in float32 then
 // rounded to nearest even; integers wrap around (done in unsigned arithmetic
@@ -65,67 +64,111 @@ __global__ void add_simple_kernel(const T* __restrict__ a,
   if (i < n) out[i] = Add<T>::apply(a[i], b[i]);
 }
 
-// 16 bytes of T, loaded and stored as one 128-bit access.
-template <typename T>
-struct alignas(kVecBytes) Vec {
-  T v[kVecBytes / sizeof(T)];
-};
-
-// Each block covers kThreads * VecsPerThread<T> 16-byte vectors; thread t
-// takes vectors t, t + kThreads, ... (coalesced) and issues all its loads
-// before any store. The last n % width elements (fewer than one vector) are
-// done one by one by the first threads of the grid.
-//
-// Measured on the H100 (bench/NOTES.md): 4 vectors per thread helped the
-// 2-byte types (8 conversions per vector) at 2^21..2^23 but cost float32 2-3%
-// at large sizes; 4- and 8-byte types keep one vector per thread.
-template <typename T>
-__host__ __device__ constexpr int VecsPerThread() {
-  return sizeof(T) <= 2 ? 4 : 1;
+// Add<T> over the elements packed in one access. The union is the CUDA idiom
+// for viewing the access's registers as T.
+template <typename T, typename Access>
+__device__ __forceinline__ Access add_packed(Access x, Access y) {
+  union Packed {
+    Access raw;
+    T v[sizeof(Access) / sizeof(T)];
+  };
+  Packed a, b, r;
+  a.raw = x;
+  b.raw = y;
+#pragma unroll
+  for (int j = 0; j < (int)(sizeof(Access) / sizeof(T)); ++j)
+    r.v[j] = Add<T>::apply(a.v[j], b.v[j]);
+  return r.raw;
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    add_vectorized_kernel(const T* __restrict__ a, const T* __restrict__ b,
-                          T* __restrict__ out, int64_t n) {
-  constexpr int kWidth = kVecBytes / sizeof(T);
-  const int64_t n_vec = n / kWidth;
-  const Vec<T>* va = reinterpret_cast<const Vec<T>*>(a);
-  const Vec<T>* vb = reinterpret_cast<const Vec<T>*>(b);
-  Vec<T>* vo = reinterpret_cast<Vec<T>*>(out);
-  const int64_t base =
-      (int64_t)blockIdx.x * kThreads * VecsPerThread<T>() + threadIdx.x;
-  Vec<T> xa[VecsPerThread<T>()], xb[VecsPerThread<T>()];
+// kPerThread accesses of one thread: all loads, then the adds and stores.
+// kChecked: guard each access against n_acc (the grid's last block only).
+template <typename T, typename Access, int kBlock, int kPerThread,
+          bool kChecked>
+__device__ __forceinline__ void add_accesses(const Access* __restrict__ va,
+                                             const Access* __restrict__ vb,
+                                             Access* __restrict__ vo,
+                                             int64_t base, int64_t n_acc) {
+  Access xa[kPerThread], xb[kPerThread];
 #pragma unroll
-  for (int k = 0; k < VecsPerThread<T>(); ++k) {
-    const int64_t i = base + (int64_t)k * kThreads;
-    if (i < n_vec) {
+  for (int k = 0; k < kPerThread; ++k) {
+    const int64_t i = base + (int64_t)k * kBlock;
+    if (!kChecked || i < n_acc) {
       xa[k] = va[i];
       xb[k] = vb[i];
     }
   }
 #pragma unroll
-  for (int k = 0; k < VecsPerThread<T>(); ++k) {
-    const int64_t i = base + (int64_t)k * kThreads;
-    if (i < n_vec) {
-      Vec<T> r;
-#pragma unroll
-      for (int j = 0; j < kWidth; ++j)
-        r.v[j] = Add<T>::apply(xa[k].v[j], xb[k].v[j]);
-      vo[i] = r;
-    }
+  for (int k = 0; k < kPerThread; ++k) {
+    const int64_t i = base + (int64_t)k * kBlock;
+    if (!kChecked || i < n_acc) vo[i] = add_packed<T>(xa[k], xb[k]);
   }
-  const int64_t tail = n - n_vec * kWidth;
-  const int64_t t = (int64_t)blockIdx.x * kThreads + threadIdx.x;
+}
+
+// my_fast_add's kernel. Each thread moves kPerThread accesses of type Access
+// (uint4: 16 bytes, uint2: 8 bytes) from each input; thread t of a block takes
+// accesses t, t + kBlock, ... (coalesced) and issues all its loads before any
+// store. Full blocks take an unguarded, straight-line path: with a guard per
+// access, ptxas sank the loads of 1- and 2-byte types next to their stores
+// (one vector in flight per thread: float16 2-3% slower, bench/NOTES.md change
+// 7). The last n % width elements (fewer than one access) are done one by one
+// by the first threads of the grid.
+template <typename T, typename Access, int kBlock, int kPerThread>
+__global__ void __launch_bounds__(kBlock)
+    add_vectorized_kernel(const T* __restrict__ a, const T* __restrict__ b,
+                          T* __restrict__ out, int64_t n) {
+  constexpr int kWidth = sizeof(Access) / sizeof(T);  // elements per access
+  const int64_t n_acc = n / kWidth;
+  const Access* va = reinterpret_cast<const Access*>(a);
+  const Access* vb = reinterpret_cast<const Access*>(b);
+  Access* vo = reinterpret_cast<Access*>(out);
+  const int64_t first = (int64_t)blockIdx.x * (kBlock * kPerThread);
+  if (first + kBlock * kPerThread <= n_acc) {
+    add_accesses<T, Access, kBlock, kPerThread, false>(
+        va, vb, vo, first + threadIdx.x, n_acc);
+  } else {
+    add_accesses<T, Access, kBlock, kPerThread, true>(
+        va, vb, vo, first + threadIdx.x, n_acc);
+  }
+  const int64_t tail = n - n_acc * kWidth;
+  const int64_t t = (int64_t)blockIdx.x * kBlock + threadIdx.x;
   if (t < tail) {
-    const int64_t j = n_vec * kWidth + t;
+    const int64_t j = n_acc * kWidth + t;
     out[j] = Add<T>::apply(a[j], b[j]);
   }
 }
 
 int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
 
-bool aligned16(const void* p) { return ((uintptr_t)p % kVecBytes) == 0; }
+bool aligned(const void* p, uintptr_t bytes) {
+  return ((uintptr_t)p % bytes) == 0;
+}
+
+template <typename T, typename Access, int kBlock, int kPerThread>
+void launch_vectorized(const T* a, const T* b, T* out, int64_t n,
+                       cudaStream_t stream) {
+  // A block always has more threads than the tail (< 16 elements) needs, so
+  // at least one block is launched.
+  const int64_t n_acc = n / (int64_t)(sizeof(Access) / sizeof(T));
+  const int64_t blocks = ceil_div(n_acc, (int64_t)kBlock * kPerThread);
+  const int64_t grid = blocks > 0 ? blocks : 1;
+  add_vectorized_kernel<T, Access, kBlock, kPerThread>
+      <<<grid, kBlock, 0, stream>>>(a, b, out, n);
+}
+
+// The access width by size, measured on the H100 (bench/NOTES.md, change 9).
+// Up to 64 MiB per tensor: 16-byte vectors, 4 per thread for 2-byte types
+// (more bytes in flight per conversion-heavy thread), 1 otherwise. Above it:
+// one 8-byte access per thread in 512-thread blocks, the shape Inductor's
+// autotuner picks for a large add, which streams about 1% faster than any
+// 16-byte shape we tried (block size, vectors per thread, grid-stride, cache
+// hints, bounds checks all measured).
+constexpr int64_t kLargeBytes = int64_t(64) << 20;
+
+template <typename T>
+__host__ __device__ constexpr int VecsPerThread() {
+  return sizeof(T) <= 2 ? 4 : 1;
+}
 
 template <typename T>
 cudaError_t launch(cee_kernel kernel, const void* a, const void* b, void* out,
@@ -133,18 +176,18 @@ cudaError_t launch(cee_kernel kernel, const void* a, const void* b, void* out,
   const T* ta = static_cast<const T*>(a);
   const T* tb = static_cast<const T*>(b);
   T* to = static_cast<T*>(out);
-  // A slice such as x[1:] is not 16-byte aligned: the vector path would fault,
-  // so such inputs take the scalar kernel (still correct, just not vectorized).
-  if (kernel == CEE_KERNEL_VECTORIZED && aligned16(a) && aligned16(b) &&
-      aligned16(out)) {
-    // A block always has more threads than the tail (< 16 elements) needs, so
-    // at least one block is launched.
-    constexpr int kWidth = kVecBytes / sizeof(T);
-    const int64_t n_vec = n / kWidth;
-    const int64_t blocks =
-        ceil_div(n_vec, (int64_t)kThreads * VecsPerThread<T>());
-    const int64_t grid = blocks > 0 ? blocks : 1;
-    add_vectorized_kernel<T><<<grid, kThreads, 0, stream>>>(ta, tb, to, n);
+  // A slice such as x[1:] is not aligned to the access size: the vector path
+  // would fault, so such inputs take the scalar kernel (correct, not
+  // vectorized).
+  auto all_aligned = [&](uintptr_t bytes) {
+    return aligned(a, bytes) && aligned(b, bytes) && aligned(out, bytes);
+  };
+  const bool large = n * (int64_t)sizeof(T) > kLargeBytes;
+  if (kernel == CEE_KERNEL_VECTORIZED && large && all_aligned(8)) {
+    launch_vectorized<T, uint2, 512, 1>(ta, tb, to, n, stream);
+  } else if (kernel == CEE_KERNEL_VECTORIZED && all_aligned(16)) {
+    launch_vectorized<T, uint4, kThreads, VecsPerThread<T>()>(ta, tb, to, n,
+                                                              stream);
   } else {
     add_simple_kernel<T>
         <<<ceil_div(n, kThreads), kThreads, 0, stream>>>(ta, tb, to, n);

@@ -26,7 +26,7 @@ typedef enum {
 
 typedef enum {
   CEE_KERNEL_SIMPLE = 0,      // my_add: one element per thread
-  CEE_KERNEL_VECTORIZED = 1,  // my_fast_add: 16-byte loads and stores
+  CEE_KERNEL_VECTORIZED = 1,  // my_fast_add: 16-byte vectors (8-byte > 64 MiB)
 } cee_kernel;
 
 // out[i] = a[i] + b[i] for i in [0, n), on `device`, launched on `stream`

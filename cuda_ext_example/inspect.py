@@ -17,9 +17,15 @@ from pathlib import Path
 
 from . import binary_info, shim_versions
 
-# 128-bit global memory accesses, as PTX and SASS spell them.
-PTX_WIDE_LOAD = re.compile(r"ld\.global(?:\.nc)?\.v(?:4\.(?:b|u|s|f)32|2\.(?:b|u|s|f)64)")
-SASS_WIDE_LOAD = re.compile(r"LDG\.E\.128")
+# 16-byte and 8-byte global loads, as PTX and SASS spell them (my_fast_add uses 16-byte
+# vectors, and 8-byte accesses for tensors over 64 MiB; csrc/add_kernels.cu says why).
+LOADS = {
+    "ptx": (
+        re.compile(r"ld\.global(?:\.nc)?\.v(?:4\.[bfsu]32|2\.[bfsu]64)"),
+        re.compile(r"ld\.global(?:\.nc)?\.(?:v2\.[bfsu]32|[bfsu]64)"),
+    ),
+    "sass": (re.compile(r"LDG\.E\.128"), re.compile(r"LDG\.E\.64")),
+}
 
 
 def torch_include() -> Path | None:
@@ -39,8 +45,9 @@ def demangle(names: list[str]) -> list[str]:
         return names
 
 
-def wide_loads_per_kernel(listing: str, pattern: re.Pattern) -> dict[str, int]:
-    """Counts 128-bit loads per kernel in a cuobjdump --dump-ptx/--dump-sass listing."""
+def loads_per_kernel(listing: str, pattern: re.Pattern) -> dict[str, int]:
+    """Counts the loads `pattern` matches per kernel in a cuobjdump --dump-ptx/--dump-sass
+    listing."""
     counts: dict[str, int] = {}
     kernel = None
     for line in listing.splitlines():
@@ -64,20 +71,17 @@ def report_device_code(so: Path, out) -> None:
 
 
 def report_loads(so: Path, out, dump: str) -> None:
-    flag, pattern, what = {
-        "ptx": ("--dump-ptx", PTX_WIDE_LOAD, "ld.global.v4/v2.64 (16-byte)"),
-        "sass": ("--dump-sass", SASS_WIDE_LOAD, "LDG.E.128"),
-    }[dump]
     try:
-        listing = binary_info.run_cuobjdump(flag, so)
+        listing = binary_info.run_cuobjdump(f"--dump-{dump}", so)
     except RuntimeError as exc:
         print(f"{dump}: unavailable: {exc}", file=out)
         return
     print(listing, file=out)
-    print(f"{what} loads per kernel (summed over archs):", file=out)
-    counts = sorted(wide_loads_per_kernel(listing, pattern).items())
-    for (_, count), name in zip(counts, demangle([k for k, _ in counts]), strict=True):
-        print(f"  {count:4d}  {name}", file=out)
+    wide, narrow = (loads_per_kernel(listing, pattern) for pattern in LOADS[dump])
+    names = sorted(wide)
+    print(f"{dump.upper()} loads per kernel (summed over archs): 16-byte, 8-byte", file=out)
+    for name, readable in zip(names, demangle(names), strict=True):
+        print(f"  {wide[name]:4d} {narrow[name]:4d}  {readable}", file=out)
 
 
 def report_symbols(so: Path, out) -> None:
@@ -116,8 +120,8 @@ def report_shims(so: Path, out) -> None:
 def main(argv: list[str] | None = None, out=sys.stdout) -> int:
     parser = argparse.ArgumentParser(prog="python -m cuda_ext_example.inspect", description=__doc__)
     parser.add_argument("path", type=Path, help="a wheel (.whl) or an extension .so")
-    parser.add_argument("--ptx", action="store_true", help="dump PTX; count 16-byte loads")
-    parser.add_argument("--sass", action="store_true", help="dump SASS; count LDG.E.128")
+    parser.add_argument("--ptx", action="store_true", help="dump PTX; count 16/8-byte loads")
+    parser.add_argument("--sass", action="store_true", help="dump SASS; count LDG.E.128/64")
     parser.add_argument("--symbols", action="store_true", help="list every dynamic symbol")
     args = parser.parse_args(argv)
     with binary_info.extension_in(args.path) as so:

@@ -101,9 +101,11 @@ my_add = _make_wrapper(
 )
 my_fast_add = _make_wrapper(
     "my_fast_add",
-    """a + b with the 16-byte vectorized CUDA kernel (or the CPU kernel).
+    """a + b with the vectorized CUDA kernel (or the CPU kernel).
 
-    Same contract as :func:`my_add`; any size, offset or layout is accepted.
+    16-byte vector loads/stores; past 64 MiB per tensor, 8-byte accesses, which
+    stream faster there (bench/NOTES.md). Same contract as :func:`my_add`; any
+    size, offset or layout is accepted.
     """,
 )
 

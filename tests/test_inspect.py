@@ -50,15 +50,30 @@ def test_symbols(wheel):
     assert "  U PyModule_Create2" in text
 
 
+def _loads_summary(text: str, dump: str) -> dict[str, tuple[int, int]]:
+    """demangled kernel name -> (16-byte, 8-byte) loads, from the inspect summary."""
+    summary = text.split(f"{dump} loads per kernel (summed over archs): 16-byte, 8-byte\n")[1]
+    counts = {}
+    for line in summary.splitlines():
+        if "add_" not in line:
+            break
+        wide, narrow, name = line.split(maxsplit=2)
+        counts[name] = (int(wide), int(narrow))
+    return counts
+
+
 def test_ptx_shows_vectorized_loads(wheel):
     needs("cuobjdump")
     text = run_inspect(wheel, "--ptx")
-    summary = text.split("loads per kernel")[1]
-    vectorized = [line for line in summary.splitlines() if "add_vectorized_kernel<" in line]
-    simple = [line for line in summary.splitlines() if "add_simple_kernel<" in line]
-    assert len(vectorized) == 9 and len(simple) == 9  # one per dtype
-    assert all(int(line.split()[0]) >= 2 for line in vectorized)  # a and b, 16 bytes each
-    assert all(int(line.split()[0]) == 0 for line in simple)
+    counts = _loads_summary(text, "PTX")
+    vectorized = {name: c for name, c in counts.items() if "add_vectorized_kernel<" in name}
+    wide = [c for name, c in vectorized.items() if "uint4" in name]
+    narrow = [c for name, c in vectorized.items() if "uint2" in name]
+    simple = [c for name, c in counts.items() if "add_simple_kernel<" in name]
+    assert len(wide) == len(narrow) == len(simple) == 9  # one per dtype
+    assert all(w >= 2 for w, _ in wide)  # a and b, 16 bytes each
+    assert all(n >= 2 and w == 0 for w, n in narrow)  # a and b, 8 bytes each (> 64 MiB)
+    assert all(w == 0 for w, _ in simple)
     assert "ld.global.nc.v4" in text
 
 
@@ -66,11 +81,15 @@ def test_sass_shows_ldg_e_128(wheel):
     needs("cuobjdump")
     needs("nvdisasm")
     text = run_inspect(wheel, "--sass")
-    summary = text.split("LDG.E.128 loads per kernel")[1]
     n_arch = len(BUILD_INFO["sass_archs"])
-    for line in summary.splitlines():
-        if "add_vectorized_kernel<" in line:
-            assert int(line.split()[0]) >= 2 * n_arch, line
+    counts = _loads_summary(text, "SASS")
+    vectorized = {name: c for name, c in counts.items() if "add_vectorized_kernel<" in name}
+    assert len(vectorized) == 18
+    for name, (wide, narrow) in vectorized.items():
+        if "uint4" in name:
+            assert wide >= 2 * n_arch, name
+        else:
+            assert narrow >= 2 * n_arch, name
 
 
 def test_missing_cuobjdump_is_said_clearly(wheel, monkeypatch):

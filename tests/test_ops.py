@@ -173,6 +173,25 @@ def test_tensor_on_second_gpu_while_first_is_current(op):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("dtype", "offset"),
+    # offset in elements: 16-byte aligned, 8-byte aligned only, 4-byte aligned only
+    [(torch.float32, 0), (torch.float32, 2), (torch.float32, 1)]
+    + [(torch.bfloat16, 0), (torch.bfloat16, 4), (torch.bfloat16, 2)]
+    + [(torch.int8, 0), (torch.int8, 8), (torch.int8, 3)],
+    ids=str,
+)
+def test_over_64_mib_per_tensor(op, dtype, offset):
+    # Past 64 MiB per tensor my_fast_add switches to 8-byte accesses
+    # (csrc/add_kernels.cu): exercise that path with a tail, and its alignment fallbacks.
+    n = (64 << 20) // torch.empty((), dtype=dtype).element_size() + 7
+    a = random_tensor((n + offset,), dtype, "cuda")[offset:]
+    b = random_tensor((n + offset,), dtype, "cuda")[offset:]
+    assert a.numel() * a.element_size() > 64 << 20
+    assert_bitwise_equal(op(a, b), torch.add(a, b))
+
+
+@pytest.mark.gpu
 @pytest.mark.large
 def test_more_than_2_pow_31_elements_cuda(op):
     n = 2**31 + 17
