@@ -259,10 +259,12 @@ def run_cells(sizes: Sequence[int], dtypes: Sequence[str], settings: Settings) -
                     times[name].append(bench_ms(functools.partial(fn, a, b), settings))
             for name in impls:
                 ms = statistics.median(times[name])
-                record = make_record(n, dtype, name, ms)
+                spread = (max(times[name]) - min(times[name])) / ms * 100
+                record = make_record(n, dtype, name, ms, spread)
                 records.append(record)
                 print(
-                    f"  {label:<14} {name:<14} {ms * 1e3:10.2f} us {record.gbps:9.1f} GB/s",
+                    f"  {label:<14} {name:<14} {ms * 1e3:10.2f} us {record.gbps:9.1f} GB/s "
+                    f"±{spread:.1f}%",
                     file=sys.stderr,
                     flush=True,
                 )

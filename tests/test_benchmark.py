@@ -5,6 +5,7 @@ No GPU, no triton."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import importlib.util
 import math
 import sys
@@ -128,6 +129,33 @@ def test_targets_on_the_base_numbers():
     assert "worst 1.100x" in targets["torch_add"].measured
     assert "98.3% of 3000.0 GB/s" in targets["roofline"].measured
     assert "5.10 us vs 5.00 us = 1.020x" in targets["host"].measured
+
+
+def test_misses_within_the_rounds_spread_are_counted_but_still_misses(tmp_path):
+    # Two cells below the best peer (torch.compile, 2100): 0.990x with a 2% spread of the
+    # rounds (noise could explain it), 0.952x with a 1% spread (it cannot).
+    records = fake_records(
+        {(22, "float32", "my_fast_add"): 2079.0, (18, "float32", "my_fast_add"): 2000.0}
+    )
+    spread = {(22, "float32", "torch.compile"): 2.0, (18, "float32", "my_fast_add"): 1.0}
+    records = [
+        dataclasses.replace(
+            r, spread_pct=spread.get((r.size.bit_length() - 1, r.dtype, r.impl), 0.0)
+        )
+        for r in records
+    ]
+    target = by_name(report.evaluate_targets(records, ROOFLINE, HOST_US))["best_peer"]
+    assert target.status == MISS  # the targets stay strict
+    assert "2/26 below" in target.measured
+    assert "1 of those within the spread of the rounds" in target.measured
+    # The spread travels to the CSV.
+    report.write_csv(report.annotate(records, ROOFLINE), tmp_path / "r.csv")
+    with open(tmp_path / "r.csv", newline="") as f:
+        spreads = {
+            (r["log2_size"], r["impl"], r["dtype"]): r["spread_pct"] for r in csv.DictReader(f)
+        }
+    assert spreads["22", "torch.compile", "float32"] == "2.00"
+    assert spreads["22", "my_fast_add", "float32"] == "0.00"
 
 
 def test_best_peer_target_misses_on_one_cell():
