@@ -156,19 +156,15 @@ void launch_vectorized(const T* a, const T* b, T* out, int64_t n,
       <<<grid, kBlock, 0, stream>>>(a, b, out, n);
 }
 
-// The access width by size, measured on the H100 (bench/NOTES.md, change 9).
-// Up to 64 MiB per tensor: 16-byte vectors, 4 per thread for 2-byte types
-// (more bytes in flight per conversion-heavy thread), 1 otherwise. Above it:
-// one 8-byte access per thread in 512-thread blocks, the shape Inductor's
-// autotuner picks for a large add, which streams about 1% faster than any
-// 16-byte shape we tried (block size, vectors per thread, grid-stride, cache
-// hints, bounds checks all measured).
+// The kernel shape by size per tensor, measured on the H100 (bench/NOTES.md,
+// changes 7-9): up to 2 MiB, one 16-byte vector per thread; up to 64 MiB,
+// four per thread (more bytes in flight per thread: ~2% at 2^20..2^23
+// float32); above, one 8-byte access per thread in 512-thread blocks, the
+// shape Inductor's autotuner picks for a large add, which streams ~1% faster
+// than any 16-byte shape we tried (block size, vectors per thread,
+// grid-stride, cache hints, bounds checks).
+constexpr int64_t kSmallBytes = int64_t(2) << 20;
 constexpr int64_t kLargeBytes = int64_t(64) << 20;
-
-template <typename T>
-__host__ __device__ constexpr int VecsPerThread() {
-  return sizeof(T) <= 2 ? 4 : 1;
-}
 
 template <typename T>
 cudaError_t launch(cee_kernel kernel, const void* a, const void* b, void* out,
@@ -182,12 +178,14 @@ cudaError_t launch(cee_kernel kernel, const void* a, const void* b, void* out,
   auto all_aligned = [&](uintptr_t bytes) {
     return aligned(a, bytes) && aligned(b, bytes) && aligned(out, bytes);
   };
-  const bool large = n * (int64_t)sizeof(T) > kLargeBytes;
-  if (kernel == CEE_KERNEL_VECTORIZED && large && all_aligned(8)) {
+  const int64_t bytes = n * (int64_t)sizeof(T);
+  const bool vectorized = kernel == CEE_KERNEL_VECTORIZED;
+  if (vectorized && bytes > kLargeBytes && all_aligned(8)) {
     launch_vectorized<T, uint2, 512, 1>(ta, tb, to, n, stream);
-  } else if (kernel == CEE_KERNEL_VECTORIZED && all_aligned(16)) {
-    launch_vectorized<T, uint4, kThreads, VecsPerThread<T>()>(ta, tb, to, n,
-                                                              stream);
+  } else if (vectorized && bytes > kSmallBytes && all_aligned(16)) {
+    launch_vectorized<T, uint4, kThreads, 4>(ta, tb, to, n, stream);
+  } else if (vectorized && all_aligned(16)) {
+    launch_vectorized<T, uint4, kThreads, 1>(ta, tb, to, n, stream);
   } else {
     add_simple_kernel<T>
         <<<ceil_div(n, kThreads), kThreads, 0, stream>>>(ta, tb, to, n);

@@ -70,7 +70,8 @@ def test_ptx_shows_vectorized_loads(wheel):
     wide = [c for name, c in vectorized.items() if "uint4" in name]
     narrow = [c for name, c in vectorized.items() if "uint2" in name]
     simple = [c for name, c in counts.items() if "add_simple_kernel<" in name]
-    assert len(wide) == len(narrow) == len(simple) == 9  # one per dtype
+    # per dtype: 16-byte vectors x1 and x4 per thread, 8-byte accesses; the simple kernel
+    assert len(wide) == 18 and len(narrow) == len(simple) == 9
     assert all(w >= 2 for w, _ in wide)  # a and b, 16 bytes each
     assert all(n >= 2 and w == 0 for w, n in narrow)  # a and b, 8 bytes each (> 64 MiB)
     assert all(w == 0 for w, _ in simple)
@@ -84,7 +85,7 @@ def test_sass_shows_ldg_e_128(wheel):
     n_arch = len(BUILD_INFO["sass_archs"])
     counts = _loads_summary(text, "SASS")
     vectorized = {name: c for name, c in counts.items() if "add_vectorized_kernel<" in name}
-    assert len(vectorized) == 18
+    assert len(vectorized) == 27  # 3 shapes x 9 dtypes
     for name, (wide, narrow) in vectorized.items():
         if "uint4" in name:
             assert wide >= 2 * n_arch, name

@@ -12,7 +12,9 @@ import cuda_ext_example
 from cuda_ext_example import SUPPORTED_DTYPES
 
 DTYPES = list(SUPPORTED_DTYPES)
-SIZES = [0, 1, 7, 33, 1000, 2**20 + 3]
+# 2^20 + 3 is past 2 MiB per tensor for 4-byte types and up: the 4-vectors-per-thread
+# shape of my_fast_add; 3 * 2^20 + 5 is past it for every dtype (csrc/add_kernels.cu).
+SIZES = [0, 1, 7, 33, 1000, 2**20 + 3, 3 * 2**20 + 5]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
