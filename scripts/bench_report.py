@@ -415,8 +415,8 @@ def render_markdown(
             f"## Host time per call (n={HOST_N} float32, launch-bound)",
             "",
             "Back-to-back calls timed with `time.perf_counter` up to a final "
-            "`torch.cuda.synchronize()`: the host-side cost of a call, which is what a "
-            "tiny add costs the caller.",
+            "`torch.cuda.synchronize()`, best of interleaved rounds: the host-side cost of "
+            "a call, which is what a tiny add costs the caller.",
             "",
             "| impl | us/call | vs torch.add |",
             "|---|---:|---:|",
