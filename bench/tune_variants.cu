@@ -17,20 +17,21 @@ namespace {
 
 // How the two input vectors are loaded.
 enum Load {
-  kLoadDefault,     // ld.global (cached in L1 and L2, normal eviction)
-  kLoadStreaming,   // ld.global.cs: "accessed once", evict-first in L1 and L2
-  kLoadLastUse,     // ld.global.lu
-  kLoadNonCoherent, // ld.global.nc (read-only path, __ldg)
-  kLoadEvictFirst,  // L1::no_allocate + L2::cache_hint with an evict_first policy
-  kLoadPlain,       // ld.global.v4 from PTX: LDG.E.128, not the .CONSTANT path
-                    // that const __restrict__ pointers get (torch.add and
-                    // Inductor's Triton kernels load this way)
-  kLoadPlainNoL1,   // ld.global.L1::no_allocate.v4
+  kLoadDefault,      // ld.global (cached in L1 and L2, normal eviction)
+  kLoadStreaming,    // ld.global.cs: "accessed once", evict-first in L1 and L2
+  kLoadLastUse,      // ld.global.lu
+  kLoadNonCoherent,  // ld.global.nc (read-only path, __ldg)
+  kLoadEvictFirst,   // L1::no_allocate + L2::cache_hint with an evict_first
+                     // policy
+  kLoadPlain,        // ld.global.v4 from PTX: LDG.E.128, not the .CONSTANT path
+                     // that const __restrict__ pointers get (torch.add and
+                     // Inductor's Triton kernels load this way)
+  kLoadPlainNoL1,    // ld.global.L1::no_allocate.v4
 };
 // How the output vector is stored.
 enum Store {
-  kStoreDefault,   // st.global (write-back)
-  kStoreStreaming, // st.global.cs
+  kStoreDefault,    // st.global (write-back)
+  kStoreStreaming,  // st.global.cs
 };
 
 __device__ __forceinline__ uint64_t evict_first_policy() {
@@ -94,11 +95,12 @@ __device__ __forceinline__ __nv_bfloat16 add1(__nv_bfloat16 a,
   return __float2bfloat16_rn(__bfloat162float(a) + __bfloat162float(b));
 }
 
-template <typename T>
-__device__ __forceinline__ uint4 add_vec(uint4 x, uint4 y) {
-  constexpr int kWidth = 16 / sizeof(T);
+// a + b on the elements packed in one access (uint4, uint2 or unsigned).
+template <typename T, typename VecT>
+__device__ __forceinline__ VecT add_packed(VecT x, VecT y) {
+  constexpr int kWidth = sizeof(VecT) / sizeof(T);
   union U {
-    uint4 u;
+    VecT u;
     T t[kWidth];
   };
   U a, b, r;
@@ -111,10 +113,12 @@ __device__ __forceinline__ uint4 add_vec(uint4 x, uint4 y) {
 
 // Bounds checks: on every access (kCheckAlways), none (kCheckNever: the grid
 // must cover n_vec exactly), or only in the last block (kCheckLastBlock: the
-// full blocks take an unpredicated path, as torch.add's vectorized kernel does).
+// full blocks take an unpredicated path, as torch.add's vectorized kernel
+// does).
 enum Check { kCheckAlways, kCheckNever, kCheckLastBlock };
 
-template <int kThreads, int V, int L, typename T, int S, typename I, bool kGuard>
+template <int kThreads, int V, int L, typename T, int S, typename I,
+          bool kGuard>
 __device__ __forceinline__ void add_block(const uint4* __restrict__ a,
                                           const uint4* __restrict__ b,
                                           uint4* __restrict__ out, I n_vec) {
@@ -132,7 +136,7 @@ __device__ __forceinline__ void add_block(const uint4* __restrict__ a,
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     const I i = base + (I)(k * kThreads);
-    if (!kGuard || i < n_vec) store<S>(out + i, add_vec<T>(xa[k], xb[k]));
+    if (!kGuard || i < n_vec) store<S>(out + i, add_packed<T>(xa[k], xb[k]));
   }
 }
 
@@ -184,21 +188,6 @@ __device__ __forceinline__ VecT load_narrow(const VecT* p) {
   }
 }
 
-template <typename T, typename VecT>
-__device__ __forceinline__ VecT add_narrow_vec(VecT x, VecT y) {
-  constexpr int kWidth = sizeof(VecT) / sizeof(T);
-  union U {
-    VecT u;
-    T t[kWidth];
-  };
-  U a, b, r;
-  a.u = x;
-  b.u = y;
-#pragma unroll
-  for (int j = 0; j < kWidth; ++j) r.t[j] = add1<T>(a.t[j], b.t[j]);
-  return r.u;
-}
-
 template <typename T, typename VecT, int kThreads, int V, bool kPlain>
 __global__ void __launch_bounds__(kThreads)
     add_narrow(const VecT* __restrict__ a, const VecT* __restrict__ b,
@@ -216,7 +205,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     const int64_t i = base + k * kThreads;
-    if (i < n_vec) out[i] = add_narrow_vec<T>(xa[k], xb[k]);
+    if (i < n_vec) out[i] = add_packed<T>(xa[k], xb[k]);
   }
 }
 
@@ -242,7 +231,7 @@ __global__ void __launch_bounds__(256)
   const int64_t stride = (int64_t)gridDim.x * 256;
   for (int64_t i = (int64_t)blockIdx.x * 256 + threadIdx.x; i < n_vec;
        i += stride)
-    out[i] = add_narrow_vec<T>(a[i], b[i]);
+    out[i] = add_packed<T>(a[i], b[i]);
 }
 
 template <typename T, typename VecT, int kBlocksPerSm>
@@ -267,27 +256,21 @@ struct Variant {
   Launcher f32, bf16, f16;
 };
 
-#define VARIANT_TC(name, TH, V, L, S, I, C)                       \
-  {                                                                 \
-    name, launch<float, TH, V, L, S, I, C>,                         \
-        launch<__nv_bfloat16, TH, V, L, S, I, C>,                   \
-        launch<__half, TH, V, L, S, I, C>                           \
-  }
+#define VARIANT_TC(name, TH, V, L, S, I, C)  \
+  {name, launch<float, TH, V, L, S, I, C>,   \
+   launch<__nv_bfloat16, TH, V, L, S, I, C>, \
+   launch<__half, TH, V, L, S, I, C>}
 #define VARIANT_T(name, TH, V, L, S, I) \
   VARIANT_TC(name, TH, V, L, S, I, kCheckAlways)
 #define VARIANT(name, V, L, S, I) VARIANT_T(name, 256, V, L, S, I)
-#define GRID_STRIDE(name, VecT, B)                  \
-  {                                                 \
-    name, launch_grid_stride<float, VecT, B>,       \
-        launch_grid_stride<__nv_bfloat16, VecT, B>, \
-        launch_grid_stride<__half, VecT, B>         \
-  }
-#define NARROW(name, VecT, TH, V, PLAIN)                  \
-  {                                                       \
-    name, launch_narrow<float, VecT, TH, V, PLAIN>,       \
-        launch_narrow<__nv_bfloat16, VecT, TH, V, PLAIN>, \
-        launch_narrow<__half, VecT, TH, V, PLAIN>         \
-  }
+#define GRID_STRIDE(name, VecT, B)             \
+  {name, launch_grid_stride<float, VecT, B>,   \
+   launch_grid_stride<__nv_bfloat16, VecT, B>, \
+   launch_grid_stride<__half, VecT, B>}
+#define NARROW(name, VecT, TH, V, PLAIN)             \
+  {name, launch_narrow<float, VecT, TH, V, PLAIN>,   \
+   launch_narrow<__nv_bfloat16, VecT, TH, V, PLAIN>, \
+   launch_narrow<__half, VecT, TH, V, PLAIN>}
 
 const Variant kVariants[] = {
     VARIANT("v1", 1, kLoadDefault, kStoreDefault, int64_t),
@@ -320,8 +303,7 @@ const Variant kVariants[] = {
     VARIANT_T("t128-v4", 128, 4, kLoadDefault, kStoreDefault, int64_t),
     VARIANT_T("t128-v2-plainna", 128, 2, kLoadPlainNoL1, kStoreDefault,
               int64_t),
-    VARIANT_T("t128-v2-plain-i32", 128, 2, kLoadPlain, kStoreDefault,
-              uint32_t),
+    VARIANT_T("t128-v2-plain-i32", 128, 2, kLoadPlain, kStoreDefault, uint32_t),
     VARIANT_T("t512-v2-plain", 512, 2, kLoadPlain, kStoreDefault, int64_t),
     // sweep 3: no bounds checks (full blocks only), and checks in the last
     // block only
