@@ -7,15 +7,20 @@ The rows, from the floor up:
 - "below autograd, guard held": the dispatcher + our kernel only (the floor for our op);
 - the op through torch.ops (Python autograd kernel of register_autograd included);
 - cuda_ext_example.my_fast_add, and other ways its wrapper could call the op.
-Every way is timed in interleaved rounds (best of 7 x 2000 calls).
+Every way is timed as scripts/benchmark.py times host calls: best of 7 interleaved rounds
+of 2000 calls.
 """
 
 import argparse
-import time
+import sys
+from pathlib import Path
 
 import torch
 
 import cuda_ext_example
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from benchmark import best_host_times, time_host_calls  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--device", default="cuda")
@@ -52,42 +57,21 @@ def previous_wrapper(x, y):
 
 
 ways = {
-    "torch.add": lambda: torch.add(a, b),
-    "torch.ops.aten.add.Tensor": lambda: aten_add(a, b),
-    "torch.ops.aten.add.Tensor._op": lambda: aten_add._op(a, b),
-    "torch.ops...my_fast_add.default": lambda: op(a, b),
-    "torch.ops...my_fast_add.default._op": lambda: op_c(a, b),
-    "op.default below autograd": lambda: below_autograd(a, b),
-    "cuda_ext_example.my_fast_add": lambda: cuda_ext_example.my_fast_add(a, b),
-    "candidate: direct OpOverload": lambda: candidate_direct(a, b),
-    "previous wrapper (before change 8)": lambda: previous_wrapper(a, b),
+    "torch.add": torch.add,
+    "torch.ops.aten.add.Tensor": aten_add,
+    "torch.ops.aten.add.Tensor._op": aten_add._op,
+    "torch.ops...my_fast_add.default": op,
+    "torch.ops...my_fast_add.default._op": op_c,
+    "op.default below autograd": below_autograd,
+    "cuda_ext_example.my_fast_add": cuda_ext_example.my_fast_add,
+    "candidate: direct OpOverload": candidate_direct,
+    "previous wrapper (before change 8)": previous_wrapper,
 }
-
-
-def sync():
-    if args.device == "cuda":
-        torch.cuda.synchronize()
-
-
-def time_once(fn, calls=2000):
-    sync()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    sync()
-    return (time.perf_counter() - start) / calls * 1e6
-
-
-for fn in ways.values():
-    time_once(fn, 200)
-best = {name: float("inf") for name in ways}
-for _ in range(7):
-    for name, fn in ways.items():
-        best[name] = min(best[name], time_once(fn))
+best = best_host_times(ways, a, b, calls=2000, repeats=7)
 # The floor: the op with the below-autograd guard entered once for the whole loop.
 with below():
-    time_once(lambda: op_c(a, b), 200)
-    held = min(time_once(lambda: op_c(a, b)) for _ in range(7))
+    time_host_calls(op_c, a, b, 200)
+    held = min(time_host_calls(op_c, a, b, 2000) for _ in range(7))
 
 print(f"torch {torch.__version__}, device {args.device}, n=1024 float32")
 for name, us in best.items():

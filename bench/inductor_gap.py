@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
 import sys
 from pathlib import Path
 
@@ -31,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import benchmark  # noqa: E402
 import tune_variants  # noqa: E402
-from bench_report import make_record  # noqa: E402
+from bench_report import record_from_rounds  # noqa: E402
 
 
 @triton.jit
@@ -99,15 +98,12 @@ def main() -> int:
             a, b = benchmark.make_inputs(n, dtype)
             impls = impls_for(args.lib, dtype, n)
             benchmark.check_outputs(impls, a, b, f"2^{k} {dtype}")
-            times = {name: [] for name in impls}
-            for _ in range(args.rounds):
-                for name, fn in impls.items():
-                    times[name].append(benchmark.bench_ms(functools.partial(fn, a, b), settings))
-            for name, samples in times.items():
-                ms = statistics.median(samples)
-                spread = (max(samples) - min(samples)) / ms * 100
-                gbps = make_record(n, dtype, name, ms).gbps
-                print(f"{dtype} 2^{k} {name:<22} {gbps:7.1f} GB/s ±{spread:.1f}%", flush=True)
+            for name, samples in benchmark.time_rounds(impls, a, b, settings).items():
+                r = record_from_rounds(n, dtype, name, samples)
+                print(
+                    f"{dtype} 2^{k} {name:<22} {r.gbps:7.1f} GB/s ±{r.spread_pct:.1f}%",
+                    flush=True,
+                )
             del a, b, impls
             torch.cuda.empty_cache()
     return 0

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import csv
 import ctypes
-import functools
 import math
 import re
 import statistics
@@ -27,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 import benchmark  # noqa: E402  (scripts/benchmark.py)
-from bench_report import make_record  # noqa: E402
+from bench_report import record_from_rounds  # noqa: E402
 
 PEERS = ("torch.add", "torch.compile", "triton")
 DTYPE_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
@@ -121,26 +120,20 @@ def main() -> int:
         for k in args.sizes:
             a, b = benchmark.make_inputs(2**k, dtype)
             benchmark.check_outputs(impls, a, b, f"2^{k} {dtype}")
-            times = {name: [] for name in impls}
-            for _ in range(args.rounds):
-                for name, fn in impls.items():
-                    times[name].append(benchmark.bench_ms(functools.partial(fn, a, b), settings))
             line = []
-            for name, samples in times.items():
-                ms = statistics.median(samples)
-                gbps = make_record(2**k, dtype, name, ms).gbps
-                spread = (max(samples) - min(samples)) / ms * 100
+            for name, samples in benchmark.time_rounds(impls, a, b, settings).items():
+                r = record_from_rounds(2**k, dtype, name, samples)
                 rows.append(
                     {
                         "dtype": dtype,
                         "log2n": k,
                         "impl": name,
-                        "ms": ms,
-                        "gbps": gbps,
-                        "spread_pct": spread,
+                        "ms": r.ms,
+                        "gbps": r.gbps,
+                        "spread_pct": r.spread_pct,
                     }
                 )
-                line.append(f"{name}={gbps:.0f}±{spread:.1f}%")
+                line.append(f"{name}={r.gbps:.0f}±{r.spread_pct:.1f}%")
             print(f"{dtype} 2^{k}: " + " ".join(line), flush=True)
             del a, b
         torch.cuda.empty_cache()

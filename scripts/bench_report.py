@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +93,13 @@ def traffic_gbps(size: int, dtype: str, ms: float) -> float:
 
 def make_record(size: int, dtype: str, impl: str, ms: float, spread_pct: float = 0.0) -> Record:
     return Record(size, dtype, impl, ms, traffic_gbps(size, dtype, ms), spread_pct)
+
+
+def record_from_rounds(size: int, dtype: str, impl: str, samples_ms: Sequence[float]) -> Record:
+    """The record of one cell timed in several rounds: their median and spread."""
+    ms = statistics.median(samples_ms)
+    spread = (max(samples_ms) - min(samples_ms)) / ms * 100
+    return make_record(size, dtype, impl, ms, spread)
 
 
 def best_peer_impl(records: Sequence[Record]) -> dict[tuple[int, str], Record]:

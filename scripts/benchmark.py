@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import functools
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -46,7 +45,7 @@ from bench_report import (  # scripts/ is sys.path[0] when run as a script
     format_host_times,
     format_table,
     format_targets,
-    make_record,
+    record_from_rounds,
     write_reports,
 )
 
@@ -239,6 +238,16 @@ def check_outputs(impls: dict[str, Callable], a, b, label: str) -> None:
             raise SystemExit(f"FAIL {name} {label}: {bad} elements differ from torch.add")
 
 
+def time_rounds(impls: dict[str, Callable], a, b, settings: Settings) -> dict[str, list[float]]:
+    """name -> do_bench ms of fn(a, b), one per round. Round-robin: clock or thermal drift
+    during a cell then hits every implementation alike, not just one."""
+    times: dict[str, list[float]] = {name: [] for name in impls}
+    for _ in range(settings.rounds):
+        for name, fn in impls.items():
+            times[name].append(bench_ms(functools.partial(fn, a, b), settings))
+    return times
+
+
 def run_cells(sizes: Sequence[int], dtypes: Sequence[str], settings: Settings) -> list[Record]:
     import torch
 
@@ -251,20 +260,13 @@ def run_cells(sizes: Sequence[int], dtypes: Sequence[str], settings: Settings) -
             label = f"2^{k} {dtype}"
             a, b = make_inputs(n, dtype)
             check_outputs(impls, a, b, label)  # also compiles torch.compile for this shape
-            # Round-robin rounds, median per implementation: clock or thermal drift
-            # during a cell then hits every implementation alike, not just one.
-            times = {name: [] for name in impls}
-            for _ in range(settings.rounds):
-                for name, fn in impls.items():
-                    times[name].append(bench_ms(functools.partial(fn, a, b), settings))
-            for name in impls:
-                ms = statistics.median(times[name])
-                spread = (max(times[name]) - min(times[name])) / ms * 100
-                record = make_record(n, dtype, name, ms, spread)
+            times = time_rounds(impls, a, b, settings)
+            for name, samples in times.items():
+                record = record_from_rounds(n, dtype, name, samples)
                 records.append(record)
                 print(
-                    f"  {label:<14} {name:<14} {ms * 1e3:10.2f} us {record.gbps:9.1f} GB/s "
-                    f"±{spread:.1f}%",
+                    f"  {label:<14} {name:<14} {record.ms * 1e3:10.2f} us "
+                    f"{record.gbps:9.1f} GB/s ±{record.spread_pct:.1f}%",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -282,31 +284,36 @@ def time_host_calls(fn: Callable, a, b, calls: int) -> float:
     which is why a host clock is right for this and only this."""
     import torch
 
-    torch.cuda.synchronize()
+    sync = torch.cuda.synchronize if a.is_cuda else (lambda: None)
+    sync()
     start = time.perf_counter()
     for _ in range(calls):
         fn(a, b)
-    torch.cuda.synchronize()
+    sync()
     return (time.perf_counter() - start) / calls * 1e6
 
 
-def run_host_times(settings: Settings) -> dict[str, float]:
-    """Host us/call per implementation: the best of `host_repeats` interleaved rounds.
+def best_host_times(impls: dict[str, Callable], a, b, calls: int, repeats: int) -> dict:
+    """name -> host us/call of fn(a, b): the best of `repeats` interleaved rounds.
 
     Interleaved, because a machine's host speed drifts (one lent H100 measured torch.add at
     6.9 and 10.5 us/call minutes apart, and timing each implementation in one block put
     that drift into their ratios); the best round, because host-side noise only ever adds
     time (timeit's rule)."""
-    impls = implementations(settings, max_shapes=1)
-    a, b = make_inputs(HOST_N, "float32")
-    check_outputs(impls, a, b, f"n={HOST_N} float32")
     for fn in impls.values():  # warm up: compile, allocator, caches
         time_host_calls(fn, a, b, 50)
     best = {name: float("inf") for name in impls}
-    for _ in range(settings.host_repeats):
+    for _ in range(repeats):
         for name, fn in impls.items():
-            best[name] = min(best[name], time_host_calls(fn, a, b, settings.host_calls))
+            best[name] = min(best[name], time_host_calls(fn, a, b, calls))
     return best
+
+
+def run_host_times(settings: Settings) -> dict[str, float]:
+    impls = implementations(settings, max_shapes=1)
+    a, b = make_inputs(HOST_N, "float32")
+    check_outputs(impls, a, b, f"n={HOST_N} float32")
+    return best_host_times(impls, a, b, settings.host_calls, settings.host_repeats)
 
 
 def driver_version() -> str:

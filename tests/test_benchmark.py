@@ -319,3 +319,48 @@ def test_module_imports_no_gpu_stack():
     source = (ROOT / "scripts" / "benchmark.py").read_text()
     top_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
     assert not [line for line in top_level if "torch" in line or "triton" in line], top_level
+
+
+def test_rounds_are_interleaved_and_summarised(monkeypatch):
+    calls = []
+    fake_ms = {"x": iter([1.0, 3.0, 2.0]), "y": iter([5.0, 5.0, 5.0])}
+
+    def fake_bench_ms(fn, settings):
+        name = fn()
+        calls.append(name)
+        return next(fake_ms[name])
+
+    monkeypatch.setattr(benchmark, "bench_ms", fake_bench_ms)
+    settings = benchmark.Settings(1, 1, 0, 0, False, rounds=3)
+    impls = {"x": lambda a, b: "x", "y": lambda a, b: "y"}
+    times = benchmark.time_rounds(impls, None, None, settings)
+    assert calls == ["x", "y"] * 3  # round-robin, not one block per implementation
+    record = report.record_from_rounds(2**20, "float32", "x", times["x"])
+    assert record.ms == 2.0 and record.spread_pct == pytest.approx(100.0)
+    assert record.gbps == pytest.approx(report.traffic_gbps(2**20, "float32", 2.0))
+
+
+def test_host_times_are_the_best_of_interleaved_rounds(monkeypatch):
+    calls = []
+    samples = {"x": iter([9.0, 4.0, 6.0]), "y": iter([3.0, 7.0, 2.0])}
+
+    def fake_time_host_calls(fn, a, b, n):
+        name = fn(a, b)
+        if n == 50:  # the warm-up
+            return 0.0
+        calls.append(name)
+        return next(samples[name])
+
+    monkeypatch.setattr(benchmark, "time_host_calls", fake_time_host_calls)
+    impls = {"x": lambda a, b: "x", "y": lambda a, b: "y"}
+    best = benchmark.best_host_times(impls, None, None, calls=2000, repeats=3)
+    assert calls == ["x", "y"] * 3
+    assert best == {"x": 4.0, "y": 2.0}
+
+
+def test_time_host_calls_on_cpu_tensors():
+    torch = pytest.importorskip("torch")
+    a = torch.ones(4)
+    seen = []
+    us = benchmark.time_host_calls(lambda x, y: seen.append(1), a, a, 10)
+    assert len(seen) == 10 and us > 0
