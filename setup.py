@@ -1,6 +1,6 @@
 """Builds cuda_ext_example._C; everything declarative lives in pyproject.toml.
 
-The extension is compiled by buildtools/ (nvcc for the CUDA code, zig for the
+The extension is compiled by buildtools/ (NVRTC for the device code, zig for the
 host code and the glibc-2.17 link), tagged abi3 for CPython >= 3.10.
 """
 
@@ -10,16 +10,16 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from buildtools.build_ext import ZigNvccBuildExt  # noqa: E402
+from buildtools.build_ext import ZigNvrtcBuildExt  # noqa: E402
 
 setup(
     ext_modules=[
         Extension(
             "cuda_ext_example._C",
-            sources=["csrc/ops.cpp", "csrc/add_kernels.cu"],
+            sources=["csrc/ops.cpp", "csrc/launcher.cpp", "csrc/add_kernels.cu"],
             py_limited_api=True,
         )
     ],
-    cmdclass={"build_ext": ZigNvccBuildExt},
+    cmdclass={"build_ext": ZigNvrtcBuildExt},
     options={"bdist_wheel": {"py_limited_api": "cp310"}},
 )

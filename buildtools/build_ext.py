@@ -1,11 +1,11 @@
-"""setuptools build_ext that compiles csrc/ with nvcc and links with zig for glibc 2.17.
+"""setuptools build_ext: NVRTC for the device code, zig for the host code and the link.
 
-Two compilers, because neither can do the whole job (see ../shared/NOTES.md):
-- nvcc (+ the system gcc as its host compiler) compiles the CUDA code. nvcc
-  refuses zig's clang as host compiler.
-- zig compiles the torch-facing host code and links the extension against
-  glibc 2.17 stubs with a static libc++: the result needs no libstdc++ and no
-  glibc newer than 2.17, so it is really manylinux2014.
+- Device code: csrc/add_kernels.cu -> NVRTC 12.9 -> one fatbin (buildtools/device_code.py),
+  embedded by an assembly file. CUDA 12 device code runs on every driver >= 525.
+- Host code: csrc/ops.cpp (torch ops) and csrc/launcher.cpp (driver API), compiled by zig
+  and linked against glibc 2.17 stubs with a static libc++: no libstdc++, no glibc
+  newer than 2.17, no CUDA runtime, so the result is really manylinux2014.
+No nvcc and no CUDA toolkit: the CUDA parts come from pinned PyPI packages.
 """
 
 from __future__ import annotations
@@ -18,73 +18,56 @@ from pathlib import Path
 
 from setuptools.command.build_ext import build_ext
 
-from . import config, toolchain
+from . import config, device_code, toolchain
 
 CSRC = config.ROOT / "csrc"
+HOST_SOURCES = ("ops.cpp", "launcher.cpp")
 
 
 def _run(cmd: list[str]) -> None:
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    subprocess.run([str(c) for c in cmd], check=True)
 
 
-def gencode_flags(cfg: config.BuildConfig) -> list[str]:
-    flags = []
-    for arch in cfg.sass_archs:
-        flags += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
-    flags += ["-gencode", f"arch=compute_{cfg.ptx_arch},code=compute_{cfg.ptx_arch}"]
-    return flags
+def zig_cxx(cfg: config.BuildConfig, generated: Path) -> list[str]:
+    """zig c++ for the glibc floor, with the include paths every host file needs."""
+    return [
+        *toolchain.zig_command(),
+        "c++",
+        "-target",
+        f"x86_64-linux-gnu.{cfg.glibc}",
+        "-O2",
+        "-std=c++17",
+        "-fPIC",
+        "-fvisibility=hidden",
+        f"-I{CSRC}",
+        f"-I{generated}",
+        # cuda.h and cudaTypedefs.h (types only; nothing is linked from CUDA).
+        f"-I{device_code.pypi_path('cuda_runtime', 'include')}",
+    ]
 
 
-def compile_cuda(cfg: config.BuildConfig, nvcc: Path, out: Path) -> None:
-    _run(
-        [
-            str(nvcc),
-            "-c",
-            "-O3",
-            "-std=c++17",
-            "-Xcompiler",
-            "-fPIC,-fvisibility=hidden",
-            f'-DCEE_ARCH_LIST="{cfg.arch_summary}"',
-            *gencode_flags(cfg),
-            str(CSRC / "add_kernels.cu"),
-            "-o",
-            str(out),
-        ]
-    )
-
-
-def link_extension(cfg: config.BuildConfig, cuda_obj: Path, cudart: Path, out: Path) -> None:
+def link_extension(cfg: config.BuildConfig, generated: Path, out: Path) -> None:
     torch_include, torch_lib = toolchain.torch_paths()
     _run(
         [
-            *toolchain.zig_command(),
-            "c++",
-            "-target",
-            f"x86_64-linux-gnu.{cfg.glibc}",
+            *zig_cxx(cfg, generated),
             "-shared",
-            "-fPIC",
-            "-O2",
-            "-std=c++17",
-            "-fvisibility=hidden",
             f"-DTORCH_TARGET_VERSION={cfg.torch_target_hex}",
             f"-DPy_LIMITED_API={cfg.py_limited_api_hex}",
             f"-I{torch_include}",
             f"-I{sysconfig.get_paths()['include']}",
-            f"-I{CSRC}",
-            str(CSRC / "ops.cpp"),
-            str(cuda_obj),
-            str(cudart),
+            *(CSRC / name for name in HOST_SOURCES),
+            generated / "device_code.S",
             f"-L{torch_lib}",
             "-ltorch_cpu",
             "-ldl",
             "-lpthread",
-            "-lrt",
             # No debug info in the shipped binary (symbols stay for inspection).
             "-Wl,--strip-debug",
             f"-Wl,--version-script={CSRC / 'exports.map'}",
             "-o",
-            str(out),
+            out,
         ]
     )
 
@@ -112,14 +95,14 @@ def git_state() -> tuple[str, bool]:
         return "unknown (not built from a git checkout)", False
 
 
-def build_record(cfg: config.BuildConfig, nvcc: Path) -> dict:
+def build_record(cfg: config.BuildConfig, compiler: str) -> dict:
     """What the wheel was built with; read by `doctor`, `inspect` and the tests."""
     commit, dirty = git_state()
     return {
         "version": cfg.version,
         "git_commit": commit,
         "git_dirty": dirty,
-        "nvcc": toolchain.nvcc_version(nvcc),
+        "device_compiler": compiler,
         "sass_archs": [f"sm_{a}" for a in cfg.sass_archs],
         "ptx_arch": f"compute_{cfg.ptx_arch}",
         "torch_target": cfg.torch_target,
@@ -131,23 +114,21 @@ def build_record(cfg: config.BuildConfig, nvcc: Path) -> dict:
     }
 
 
-class ZigNvccBuildExt(build_ext):
+class ZigNvrtcBuildExt(build_ext):
     def build_extension(self, ext) -> None:
         cfg = config.load()
-        cuda = toolchain.cuda_root()
-        nvcc = cuda / "bin" / "nvcc"
-        cudart = toolchain.cudart_static(cuda)
-        temp = Path(self.build_temp)
-        temp.mkdir(parents=True, exist_ok=True)
+        generated = Path(self.build_temp).resolve() / "device_code"
         out = Path(self.get_ext_fullpath(ext.name))
         out.parent.mkdir(parents=True, exist_ok=True)
 
-        cuda_obj = temp / "add_kernels.o"
-        compile_cuda(cfg, nvcc, cuda_obj)
-        link_extension(cfg, cuda_obj, cudart, out)
+        code = device_code.write_device_code(
+            generated, cfg.sass_archs, cfg.ptx_arch, cfg.arch_summary
+        )
+        print(f"device code: {code.compiler}, {' '.join(code.targets)}, {len(code.fatbin)} bytes")
+        link_extension(cfg, generated, out)
 
         record = out.parent / "_build_info.json"
-        record.write_text(json.dumps(build_record(cfg, nvcc), indent=2) + "\n")
+        record.write_text(json.dumps(build_record(cfg, code.compiler), indent=2) + "\n")
         if self.inplace:
             print(f"built {out} and {record}")
 

@@ -27,7 +27,7 @@
 #include <exception>
 #include <string>
 
-#include "add_kernels.h"
+#include "launcher.h"
 
 namespace {
 
@@ -192,6 +192,7 @@ void cpu_add(cee_dtype dtype, const void* a, const void* b, void* out,
     case CEE_INT32: return cpu_add_typed<int32_t>(a, b, out, n);
     case CEE_INT64: return cpu_add_typed<int64_t>(a, b, out, n);
     case CEE_UINT8: return cpu_add_typed<uint8_t>(a, b, out, n);
+    case CEE_NUM_DTYPES: break;
   }
 }
 

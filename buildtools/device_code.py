@@ -1,0 +1,277 @@
+"""Device code: csrc/add_kernels.cu -> NVRTC 12.9 -> SASS + PTX -> one fatbin (nvFatbin).
+
+Why NVRTC: the wheel must run on every driver >= 525, so its device code must come
+from a CUDA 12 compiler, and PyPI has no CUDA 12 nvcc, only NVRTC and nvFatbin
+(nvidia-cuda-nvrtc-cu12, nvidia-nvfatbin-cu12). Both are called through their C
+APIs with ctypes; the libraries and headers come from those PyPI packages only,
+never from a system toolkit, so the build needs no CUDA installation.
+
+The kernels' instances are the (shape, dtype) pairs of csrc/kernel_table.h; each
+becomes an NVRTC name expression, and NVRTC's lowered (mangled) name for it goes
+into a generated header for the launcher, so no name is ever mangled by hand.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import sysconfig
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import config
+
+CSRC = config.ROOT / "csrc"
+KERNEL_SOURCE = CSRC / "add_kernels.cu"
+KERNEL_TABLE = CSRC / "kernel_table.h"
+
+# site-packages/nvidia/<package>/<path> of the pinned CUDA 12.9 PyPI packages.
+NVRTC_LIB = ("cuda_nvrtc", "lib/libnvrtc.so.12")
+NVFATBIN_LIB = ("nvfatbin", "lib/libnvfatbin.so.12")
+INCLUDE_DIRS = (("cuda_runtime", "include"), ("cuda_cccl", "include"))
+
+
+class DeviceCodeError(RuntimeError):
+    pass
+
+
+# ------------------------------------------------------------------ the table
+
+
+@dataclass(frozen=True)
+class Dtype:
+    id: str
+    device_type: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Shape:
+    id: str
+    access_bytes: int  # 0: one element per thread (add_simple_kernel)
+    block: int
+    per_thread: int
+
+    def expression(self, dtype: Dtype) -> str:
+        if self.access_bytes == 0:
+            return f"cee::add_simple_kernel<{dtype.device_type}>"
+        return (
+            f"cee::add_vectorized_kernel<{dtype.device_type}, {self.access_bytes}, "
+            f"{self.block}, {self.per_thread}>"
+        )
+
+
+def _macro_entries(text: str, macro: str) -> list[list[str]]:
+    body = re.search(rf"#define {macro}\(X\)((?:.*\\\n)*.*)", text)
+    if body is None:
+        raise DeviceCodeError(f"{KERNEL_TABLE.name}: no #define {macro}(X)")
+    return [
+        [part.strip() for part in entry.split(",")]
+        for entry in re.findall(r"\bX\(([^)]*)\)", body.group(1))
+    ]
+
+
+def kernel_table(header: Path = KERNEL_TABLE) -> tuple[list[Shape], list[Dtype]]:
+    """The shapes and dtypes, in the order of the C enums of kernel_table.h."""
+    text = header.read_text()
+    dtypes = [Dtype(i, t, int(s)) for i, t, s in _macro_entries(text, "CEE_FOR_EACH_DTYPE")]
+    shapes = [
+        Shape(i, int(a), int(b), int(p)) for i, a, b, p in _macro_entries(text, "CEE_FOR_EACH_SHAPE")
+    ]
+    return shapes, dtypes
+
+
+# ------------------------------------------------------------- the libraries
+
+
+def _site_packages() -> list[Path]:
+    paths = sysconfig.get_paths()
+    return [Path(p) for p in dict.fromkeys((paths["purelib"], paths["platlib"]))]
+
+
+def pypi_path(package: str, sub: str) -> Path:
+    for base in _site_packages():
+        path = base / "nvidia" / package / sub
+        if path.exists():
+            return path
+    raise DeviceCodeError(
+        f"nvidia/{package}/{sub} not found in {[str(p) for p in _site_packages()]}: "
+        "install the build requirements (pip install -r requirements/build.txt)"
+    )
+
+
+def include_dirs() -> list[Path]:
+    return [pypi_path(pkg, sub) for pkg, sub in INCLUDE_DIRS]
+
+
+class Nvrtc:
+    """The NVRTC C API, as much of it as the build needs."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = Path(path) if path else pypi_path(*NVRTC_LIB)
+        self.lib = ctypes.CDLL(str(self.path))
+        self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+
+    def check(self, status: int, what: str, log: str = "") -> None:
+        if status != 0:
+            message = self.lib.nvrtcGetErrorString(status).decode()
+            raise DeviceCodeError(f"NVRTC {what}: {message}\n{log}".rstrip())
+
+    def version(self) -> tuple[int, int]:
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        self.check(self.lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "version")
+        return major.value, minor.value
+
+    def compile(
+        self, source: str, name: str, options: list[str], expressions: list[str], target: str
+    ) -> tuple[bytes, dict[str, str]]:
+        """Compiles once; returns (CUBIN if target starts with sm_, else PTX, lowered names)."""
+        lib = self.lib
+        prog = ctypes.c_void_p()
+        self.check(
+            lib.nvrtcCreateProgram(
+                ctypes.byref(prog), source.encode(), name.encode(), 0, None, None
+            ),
+            "create program",
+        )
+        try:
+            for expr in expressions:
+                self.check(lib.nvrtcAddNameExpression(prog, expr.encode()), f"add {expr}")
+            args = [o.encode() for o in [*options, f"--gpu-architecture={target}"]]
+            status = lib.nvrtcCompileProgram(prog, len(args), (ctypes.c_char_p * len(args))(*args))
+            self.check(status, f"compile for {target}", self._log(prog))
+            lowered = {}
+            for expr in expressions:
+                out = ctypes.c_char_p()
+                self.check(
+                    lib.nvrtcGetLoweredName(prog, expr.encode(), ctypes.byref(out)),
+                    f"lowered name of {expr}",
+                )
+                lowered[expr] = out.value.decode()
+            kind = "CUBIN" if target.startswith("sm_") else "PTX"
+            size = ctypes.c_size_t()
+            self.check(getattr(lib, f"nvrtcGet{kind}Size")(prog, ctypes.byref(size)), kind)
+            buf = ctypes.create_string_buffer(size.value)
+            self.check(getattr(lib, f"nvrtcGet{kind}")(prog, buf), kind)
+            return buf.raw, lowered
+        finally:
+            lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+    def _log(self, prog) -> str:
+        size = ctypes.c_size_t()
+        self.lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        buf = ctypes.create_string_buffer(size.value)
+        self.lib.nvrtcGetProgramLog(prog, buf)
+        return buf.value.decode(errors="replace")
+
+
+def pack_fatbin(cubins: dict[str, bytes], ptx: dict[str, bytes], path: Path | None = None) -> bytes:
+    """One fatbin of the cubins and PTX ({'90': bytes}), uncompressed: compressed
+    fatbins need driver >= 550, and the wheel promises 525."""
+    lib = ctypes.CDLL(str(path or pypi_path(*NVFATBIN_LIB)))
+    lib.nvFatbinGetErrorString.restype = ctypes.c_char_p
+
+    def check(status: int, what: str) -> None:
+        if status != 0:
+            raise DeviceCodeError(f"nvFatbin {what}: {lib.nvFatbinGetErrorString(status).decode()}")
+
+    handle = ctypes.c_void_p()
+    options = [b"-64", b"-host=linux", b"-compress=false"]
+    check(
+        lib.nvFatbinCreate(
+            ctypes.byref(handle), (ctypes.c_char_p * len(options))(*options), len(options)
+        ),
+        "create",
+    )
+    try:
+        for arch, cubin in cubins.items():
+            check(lib.nvFatbinAddCubin(handle, cubin, len(cubin), arch.encode(), b"cee"), arch)
+        for arch, text in ptx.items():
+            check(lib.nvFatbinAddPTX(handle, text, len(text), arch.encode(), b"cee", None), arch)
+        size = ctypes.c_size_t()
+        check(lib.nvFatbinSize(handle, ctypes.byref(size)), "size")
+        buf = ctypes.create_string_buffer(size.value)
+        check(lib.nvFatbinGet(handle, buf), "get")
+        return buf.raw
+    finally:
+        lib.nvFatbinDestroy(ctypes.byref(handle))
+
+
+# ------------------------------------------------------------------ the build
+
+
+@dataclass
+class DeviceCode:
+    fatbin: bytes
+    lowered: dict[str, str]  # name expression -> mangled kernel name
+    compiler: str  # e.g. "NVRTC 12.9"
+    targets: list[str] = field(default_factory=list)  # sm_XX (SASS) and compute_XX (PTX)
+
+
+def compile_device_code(
+    sass_archs: tuple[str, ...] | list[str],
+    ptx_arch: str | None,
+    nvrtc: Nvrtc | None = None,
+    fatbin_lib: Path | None = None,
+) -> DeviceCode:
+    """SASS for each arch and PTX for ptx_arch, one NVRTC compile each, one fatbin."""
+    nvrtc = nvrtc or Nvrtc()
+    shapes, dtypes = kernel_table()
+    expressions = [shape.expression(dtype) for shape in shapes for dtype in dtypes]
+    options = ["--std=c++17", *(f"--include-path={d}" for d in include_dirs())]
+    source = KERNEL_SOURCE.read_text()
+    targets = [f"sm_{a}" for a in sass_archs] + ([f"compute_{ptx_arch}"] if ptx_arch else [])
+    cubins, ptx, lowered = {}, {}, None
+    for target in targets:
+        code, names = nvrtc.compile(source, KERNEL_SOURCE.name, options, expressions, target)
+        if lowered is not None and names != lowered:
+            raise DeviceCodeError(f"NVRTC lowered names differ for {target}")
+        lowered = names
+        arch = target.split("_", 1)[1]
+        (cubins if target.startswith("sm_") else ptx)[arch] = code
+    major, minor = nvrtc.version()
+    return DeviceCode(pack_fatbin(cubins, ptx, fatbin_lib), lowered, f"NVRTC {major}.{minor}", targets)
+
+
+def kernel_names_header(code: DeviceCode, arch_summary: str) -> str:
+    """The launcher's table: cee_kernel_names[shape][dtype], in kernel_table.h's order."""
+    shapes, dtypes = kernel_table()
+    rows = []
+    for shape in shapes:
+        names = ",\n".join(f'     "{code.lowered[shape.expression(d)]}"' for d in dtypes)
+        rows.append(f"    {{/* {shape.id} */\n{names}}}")
+    summary = f"{arch_summary} ({code.compiler})"
+    return (
+        "// Generated by buildtools/device_code.py: do not edit.\n"
+        "#pragma once\n"
+        '#include "kernel_table.h"\n'
+        f'#define CEE_DEVICE_CODE "{summary}"\n'
+        "static const char* const cee_kernel_names[CEE_NUM_SHAPES][CEE_NUM_DTYPES] = {\n"
+        + ",\n".join(rows)
+        + "};\n"
+    )
+
+
+def fatbin_assembly(fatbin: Path) -> str:
+    """Embeds the fatbin in the .nv_fatbin section, where nvcc puts its fatbins, so that
+    cuobjdump, compute-sanitizer and Nsight find it; `cee_fatbin` is its (hidden) start."""
+    return (
+        '\t.section .nv_fatbin, "a"\n'
+        "\t.balign 8\n"
+        "\t.globl cee_fatbin\n"
+        "\t.hidden cee_fatbin\n"
+        "cee_fatbin:\n"
+        f'\t.incbin "{fatbin}"\n'
+        '\t.section .note.GNU-stack, "", @progbits\n'
+    )
+
+
+def write_device_code(out_dir: Path, sass_archs, ptx_arch, arch_summary: str) -> DeviceCode:
+    """Writes add_kernels.fatbin, device_code.S (embeds it) and device_code.h (names)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    code = compile_device_code(sass_archs, ptx_arch)
+    fatbin = out_dir / "add_kernels.fatbin"
+    fatbin.write_bytes(code.fatbin)
+    (out_dir / "device_code.S").write_text(fatbin_assembly(fatbin.resolve()))
+    (out_dir / "device_code.h").write_text(kernel_names_header(code, arch_summary))
+    return code

@@ -1,0 +1,56 @@
+"""`make cpp`: builds the standalone harness (csrc/harness.cpp) over the product's
+launcher and device code, with no torch.
+
+    python -m buildtools.harness --out build/cpp/cee_harness [--sass 90 ...] [--no-ptx]
+
+By default the device code is the wheel's (the archs of pyproject.toml); --sass
+and --no-ptx build it for other archs (the tests use that for a GPU the binary
+has no code for). zig links it for the same glibc floor as the wheel, so the
+binary built here runs on any Linux x86_64 GPU machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from pathlib import Path
+
+from . import config, device_code
+from .build_ext import CSRC, zig_cxx
+
+
+def build_harness(out: Path, sass_archs, ptx_arch) -> Path:
+    cfg = config.load()
+    generated = out.parent / f"{out.name}.device_code"
+    summary = " ".join(f"sm_{a}" for a in sass_archs)
+    summary = f"SASS {summary or 'none'}; PTX {f'compute_{ptx_arch}' if ptx_arch else 'none'}"
+    device_code.write_device_code(generated, sass_archs, ptx_arch, summary)
+    cmd = [
+        *zig_cxx(cfg, generated),
+        CSRC / "harness.cpp",
+        CSRC / "launcher.cpp",
+        generated / "device_code.S",
+        "-ldl",
+        "-lpthread",
+        "-o",
+        out,
+    ]
+    print("+", " ".join(map(str, cmd)), flush=True)
+    subprocess.run([str(c) for c in cmd], check=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = config.load()
+    parser = argparse.ArgumentParser(prog="python -m buildtools.harness", description=__doc__)
+    parser.add_argument("--out", type=Path, default=config.ROOT / "build" / "cpp" / "cee_harness")
+    parser.add_argument("--sass", nargs="*", default=list(cfg.sass_archs), help="e.g. 90 120")
+    parser.add_argument("--no-ptx", action="store_true", help="leave out the PTX")
+    args = parser.parse_args(argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    build_harness(args.out, args.sass, None if args.no_ptx else cfg.ptx_arch)
+    print(f"built {args.out} (run it on a GPU machine)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+// Standalone debug harness: the product's own fatbin through the product's own
+// launcher (csrc/launcher.cpp), with no torch, every result checked against a
+// host reference. Build with `make cpp` (here, no GPU needed), run it on a GPU
+// machine:
+//
+//   build/cpp/cee_harness        all dtypes, sizes and offsets; exit 0 iff all
+//                                match
+//   build/cpp/cee_harness N      one float32 case of N elements, both kernels
+//
+// Exit codes: 0 all correct, 1 a mismatch, 2 a CUDA error (message printed).
+// Memory and copies use driver entry points handed out by the launcher.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+#include "launcher.h"
+
+namespace {
+
+// Host reference for each dtype of kernel_table.h: floats of 2 bytes are
+// carried as their bits (float16, bfloat16) and added in float32, rounded to
+// nearest even; integers wrap.
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+
+float bits_to_float(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+uint32_t float_to_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float to_float(BFloat16 x) { return bits_to_float(uint32_t(x.bits) << 16); }
+BFloat16 to_bfloat16(float f) {  // round to nearest even (no NaNs generated)
+  uint32_t u = float_to_bits(f);
+  u += 0x7fff + ((u >> 16) & 1);
+  return {uint16_t(u >> 16)};
+}
+float to_float(Half h) {
+  _Float16 x;
+  std::memcpy(&x, &h, 2);
+  return (float)x;
+}
+Half to_half(float f) {
+  _Float16 x = (_Float16)f;  // the compiler's conversion rounds to nearest even
+  Half h;
+  std::memcpy(&h, &x, 2);
+  return h;
+}
+
+template <typename T>
+T host_add(T a, T b) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return to_half(to_float(a) + to_float(b));
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return to_bfloat16(to_float(a) + to_float(b));
+  } else if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+
+template <typename T>
+T random_value(std::mt19937_64& rng) {
+  std::normal_distribution<float> dist(0.f, 100.f);
+  if constexpr (std::is_same_v<T, Half>) return to_half(dist(rng));
+  if constexpr (std::is_same_v<T, BFloat16>) return to_bfloat16(dist(rng));
+  if constexpr (std::is_floating_point_v<T>) return static_cast<T>(dist(rng));
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(rng());  // full range: exercises wrap-around
+}
+
+struct Driver {
+  PFN_cuMemAlloc_v3020 mem_alloc;
+  PFN_cuMemFree_v3020 mem_free;
+  PFN_cuMemcpyHtoD_v3020 htod;
+  PFN_cuMemcpyDtoH_v3020 dtoh;
+  PFN_cuCtxSynchronize_v2000 synchronize;
+  PFN_cuGetErrorString_v6000 error_string;
+};
+Driver driver;
+
+void* entry_point(const char* name) {
+  char err[512];
+  void* fn = cee_cuda_entry_point(name, err, sizeof err);
+  if (!fn) {
+    std::fprintf(stderr, "cee_harness: %s\n", err);
+    std::exit(2);
+  }
+  return fn;
+}
+
+void check(CUresult status, const char* what) {
+  if (status == CUDA_SUCCESS) return;
+  const char* text = "?";
+  driver.error_string(status, &text);
+  std::fprintf(stderr, "%s failed: %s\n", what, text);
+  std::exit(2);
+}
+
+// Runs one case; returns the number of wrong elements (exits on CUDA errors).
+template <typename T>
+int64_t run_case(cee_dtype dtype, const char* name, cee_kernel kernel,
+                 int64_t n, int64_t offset, std::mt19937_64& rng) {
+  std::vector<T> a(n + offset), b(n + offset), out(n + offset);
+  for (auto& x : a) x = random_value<T>(rng);
+  for (auto& x : b) x = random_value<T>(rng);
+  const size_t bytes = (n + offset) * sizeof(T);
+  CUdeviceptr da, db, dout;
+  check(driver.mem_alloc(&da, bytes), "cuMemAlloc");
+  check(driver.mem_alloc(&db, bytes), "cuMemAlloc");
+  check(driver.mem_alloc(&dout, bytes), "cuMemAlloc");
+  check(driver.htod(da, a.data(), bytes), "cuMemcpyHtoD");
+  check(driver.htod(db, b.data(), bytes), "cuMemcpyHtoD");
+  std::vector<T> poison(n + offset);
+  std::memset(poison.data(), 0xff, bytes);  // unwritten output shows
+  check(driver.htod(dout, poison.data(), bytes), "cuMemcpyHtoD");
+  char err[1024] = {0};
+  const size_t skip = offset * sizeof(T);
+  if (cee_cuda_add(kernel, dtype, (const void*)(da + skip),
+                   (const void*)(db + skip), (void*)(dout + skip), n, 0,
+                   nullptr, "cee_harness", err, sizeof err) != 0) {
+    std::fprintf(stderr, "%s\n", err);
+    std::exit(2);
+  }
+  check(driver.synchronize(), "cuCtxSynchronize");
+  check(driver.dtoh(out.data(), dout, bytes), "cuMemcpyDtoH");
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    T want = host_add(a[offset + i], b[offset + i]);
+    if (std::memcmp(&want, &out[offset + i], sizeof(T)) != 0) ++wrong;
+  }
+  driver.mem_free(da);
+  driver.mem_free(db);
+  driver.mem_free(dout);
+  if (wrong)
+    std::printf("MISMATCH %s %s n=%lld offset=%lld: %lld wrong\n", name,
+                kernel == CEE_KERNEL_SIMPLE ? "simple" : "vectorized",
+                (long long)n, (long long)offset, (long long)wrong);
+  return wrong;
+}
+
+template <typename T>
+int64_t run_dtype(cee_dtype dtype, const char* name, std::mt19937_64& rng,
+                  const std::vector<int64_t>& sizes) {
+  int64_t wrong = 0;
+  for (cee_kernel kernel : {CEE_KERNEL_SIMPLE, CEE_KERNEL_VECTORIZED})
+    for (int64_t n : sizes)
+      for (int64_t offset : {0, 1, 3})
+        wrong += run_case<T>(dtype, name, kernel, n, offset, rng);
+  return wrong;
+}
+
+// Device 0's primary context, current on this thread for the allocations.
+void use_device_zero() {
+  auto init = (PFN_cuInit_v2000)entry_point("cuInit");
+  auto device_get = (PFN_cuDeviceGet_v2000)entry_point("cuDeviceGet");
+  auto retain =
+      (PFN_cuDevicePrimaryCtxRetain_v7000)entry_point("cuDevicePrimaryCtxRetain");
+  auto set_current = (PFN_cuCtxSetCurrent_v4000)entry_point("cuCtxSetCurrent");
+  CUdevice dev;
+  CUcontext ctx;
+  check(init(0), "cuInit");
+  check(device_get(&dev, 0), "cuDeviceGet");
+  check(retain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+  check(set_current(ctx), "cuCtxSetCurrent");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  driver = {(PFN_cuMemAlloc_v3020)entry_point("cuMemAlloc"),
+            (PFN_cuMemFree_v3020)entry_point("cuMemFree"),
+            (PFN_cuMemcpyHtoD_v3020)entry_point("cuMemcpyHtoD"),
+            (PFN_cuMemcpyDtoH_v3020)entry_point("cuMemcpyDtoH"),
+            (PFN_cuCtxSynchronize_v2000)entry_point("cuCtxSynchronize"),
+            (PFN_cuGetErrorString_v6000)entry_point("cuGetErrorString")};
+  use_device_zero();
+  std::mt19937_64 rng(1234);
+  std::printf("cee_harness: device code %s\n", cee_cuda_arch_list());
+  std::vector<int64_t> sizes = {1,    2,    7,       15,
+                                16,   17,   255,     1000,
+                                4097, 1 << 20, (1 << 20) + 3, (5 << 20) + 7};
+  if (argc > 1) {
+    sizes = {std::atoll(argv[1])};
+    int64_t wrong = run_dtype<float>(CEE_FLOAT32, "float32", rng, sizes);
+    std::printf("%s\n", wrong ? "FAILED" : "OK");
+    return wrong ? 1 : 0;
+  }
+  int64_t wrong = 0;
+  wrong += run_dtype<Half>(CEE_FLOAT16, "float16", rng, sizes);
+  wrong += run_dtype<BFloat16>(CEE_BFLOAT16, "bfloat16", rng, sizes);
+  wrong += run_dtype<float>(CEE_FLOAT32, "float32", rng, sizes);
+  wrong += run_dtype<double>(CEE_FLOAT64, "float64", rng, sizes);
+  wrong += run_dtype<int8_t>(CEE_INT8, "int8", rng, sizes);
+  wrong += run_dtype<int16_t>(CEE_INT16, "int16", rng, sizes);
+  wrong += run_dtype<int32_t>(CEE_INT32, "int32", rng, sizes);
+  wrong += run_dtype<int64_t>(CEE_INT64, "int64", rng, sizes);
+  wrong += run_dtype<uint8_t>(CEE_UINT8, "uint8", rng, sizes);
+  std::printf("%s: %lld wrong elements\n", wrong ? "FAILED" : "OK",
+              (long long)wrong);
+  return wrong ? 1 : 0;
+}

@@ -1,0 +1,354 @@
+// CUDA launcher: runs the embedded fatbin's kernels through the NVIDIA driver
+// API, with no CUDA runtime.
+//
+// Why the driver API: the device code is CUDA 12.9 (NVRTC), which every driver
+// >= 525 runs, and a launcher that links no cudart adds no newer floor of its
+// own. What it relies on:
+// - libcuda.so.1 is opened at the first CUDA call (never at import, so CPU-only
+//   machines load the extension); every entry point comes from
+//   cuGetProcAddress asking for CUDA 12.0 behaviour, the oldest driver we
+//   promise, through the versioned PFN_*_vNNNNN types of cudaTypedefs.h (a test
+//   checks each against the CUDA 12.0 driver API).
+// - the fatbin is loaded once per process with cuLibraryLoadData, which is
+//   context-independent: its CUkernels serve every device.
+// - a launch runs in the primary context of the tensors' device. torch has
+//   made it current already (device guard); if not (another thread, the
+//   harness), it is pushed for the launch and popped again, so the caller's
+//   context state never changes.
+// Compiled by zig with the other host code; includes only NVIDIA's C headers.
+#include "launcher.h"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "device_code.h"  // generated: CEE_DEVICE_CODE, cee_kernel_names
+
+// The fatbin, embedded by the generated device_code.S (section .nv_fatbin).
+extern "C" const unsigned char cee_fatbin[];
+
+namespace {
+
+// The oldest driver API the launcher asks for: CUDA 12.0 (driver >= 525.60.13).
+constexpr int kDriverApiVersion = 12000;
+constexpr int kMaxDevices = 64;
+
+// Every driver entry point the launcher uses, with the version of its ABI
+// (the N of PFN_name_vN). tests/test_launcher.py reads this list.
+#define CEE_DRIVER_ENTRY_POINTS(X) \
+  X(cuInit, 2000)                  \
+  X(cuDriverGetVersion, 2020)      \
+  X(cuGetErrorName, 6000)          \
+  X(cuGetErrorString, 6000)        \
+  X(cuDeviceGet, 2000)             \
+  X(cuDeviceGetAttribute, 2000)    \
+  X(cuDevicePrimaryCtxRetain, 7000) \
+  X(cuCtxGetCurrent, 4000)         \
+  X(cuCtxPushCurrent, 4000)        \
+  X(cuCtxPopCurrent, 4000)         \
+  X(cuLibraryLoadData, 12000)      \
+  X(cuLibraryGetKernel, 12000)     \
+  X(cuLaunchKernel, 4000)
+
+struct Driver {
+#define CEE_DRIVER_MEMBER(name, version) PFN_##name##_v##version name;
+  CEE_DRIVER_ENTRY_POINTS(CEE_DRIVER_MEMBER)
+#undef CEE_DRIVER_MEMBER
+  PFN_cuGetProcAddress_v12000 get_proc_address;
+};
+
+// The driver, the loaded library and what was looked up in it. Loading is
+// tried once; its error is kept for every later call. Calls after that read
+// atomics only (launch-bound callers count every lock); the mutex serializes
+// the first look-ups.
+struct State {
+  std::mutex mutex;
+  bool tried = false;
+  std::atomic<bool> ok{false};
+  char error[512] = {0};
+  Driver driver = {};
+  CUlibrary library = nullptr;
+  std::atomic<CUkernel> kernels[CEE_NUM_SHAPES][CEE_NUM_DTYPES] = {};
+  std::atomic<CUcontext> primary[kMaxDevices] = {};
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+void describe_driver_error(const Driver& d, CUresult status, const char* what,
+                           char* out, size_t len) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (d.cuGetErrorName) d.cuGetErrorName(status, &name);
+  if (d.cuGetErrorString) d.cuGetErrorString(status, &text);
+  snprintf(out, len, "%s failed: %s (%s)", what, name ? name : "CUDA_ERROR_?",
+           text ? text : "no description");
+}
+
+// Opens libcuda.so.1 and takes the entry points; false with s.error set.
+bool load_driver(State& s) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    snprintf(s.error, sizeof s.error,
+             "cannot load the NVIDIA driver library libcuda.so.1 (%s). Install "
+             "an NVIDIA driver >= 525.60.13 (CUDA 12.0); the CPU kernels work "
+             "without one",
+             dlerror());
+    return false;
+  }
+  auto driver_version = reinterpret_cast<PFN_cuDriverGetVersion_v2020>(
+      dlsym(lib, "cuDriverGetVersion"));
+  int version = 0;
+  if (driver_version) driver_version(&version);
+  s.driver.get_proc_address = reinterpret_cast<PFN_cuGetProcAddress_v12000>(
+      dlsym(lib, "cuGetProcAddress_v2"));
+  if (version < kDriverApiVersion || !s.driver.get_proc_address) {
+    snprintf(s.error, sizeof s.error,
+             "the NVIDIA driver supports CUDA %d.%d; this wheel's GPU kernels "
+             "need a driver for CUDA >= 12.0 (>= 525.60.13). Update the NVIDIA "
+             "driver",
+             version / 1000, version % 1000 / 10);
+    return false;
+  }
+  Driver& d = s.driver;
+  CUdriverProcAddressQueryResult found;
+#define CEE_DRIVER_LOAD(name, version)                                        \
+  if (d.get_proc_address(#name, reinterpret_cast<void**>(&d.name),            \
+                         kDriverApiVersion, CU_GET_PROC_ADDRESS_LEGACY_STREAM, \
+                         &found) != CUDA_SUCCESS ||                           \
+      found != CU_GET_PROC_ADDRESS_SUCCESS || !d.name) {                      \
+    snprintf(s.error, sizeof s.error,                                         \
+             "the NVIDIA driver has no %s for CUDA 12.0 (query result %d)",   \
+             #name, (int)found);                                              \
+    return false;                                                             \
+  }
+  CEE_DRIVER_ENTRY_POINTS(CEE_DRIVER_LOAD)
+#undef CEE_DRIVER_LOAD
+  return true;
+}
+
+bool initialize(State& s) {
+  if (!load_driver(s)) return false;
+  CUresult status = s.driver.cuInit(0);
+  if (status != CUDA_SUCCESS) {
+    describe_driver_error(s.driver, status, "cuInit", s.error, sizeof s.error);
+    return false;
+  }
+  status = s.driver.cuLibraryLoadData(&s.library, cee_fatbin, nullptr,
+                                      nullptr, 0, nullptr, nullptr, 0);
+  if (status != CUDA_SUCCESS) {
+    describe_driver_error(s.driver, status,
+                          "loading the device code (cuLibraryLoadData)",
+                          s.error, sizeof s.error);
+    return false;
+  }
+  return true;
+}
+
+// The loaded driver state, or nullptr with the reason in err.
+State* ready(char* err, size_t err_len) {
+  State& s = state();
+  if (s.ok.load(std::memory_order_acquire)) return &s;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.tried) {
+    s.tried = true;
+    s.ok.store(initialize(s), std::memory_order_release);
+  }
+  if (!s.ok.load(std::memory_order_relaxed)) {
+    snprintf(err, err_len, "%s", s.error);
+    return nullptr;
+  }
+  return &s;
+}
+
+CUresult get_kernel(State& s, cee_shape shape, cee_dtype dtype, CUkernel* out) {
+  std::atomic<CUkernel>& cached = s.kernels[shape][dtype];
+  if ((*out = cached.load(std::memory_order_acquire))) return CUDA_SUCCESS;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if ((*out = cached.load(std::memory_order_relaxed))) return CUDA_SUCCESS;
+  CUresult status = s.driver.cuLibraryGetKernel(out, s.library,
+                                                cee_kernel_names[shape][dtype]);
+  if (status == CUDA_SUCCESS) cached.store(*out, std::memory_order_release);
+  return status;
+}
+
+// The device's primary context (torch's), retained once for the process.
+CUresult primary_context(State& s, int device, CUcontext* out) {
+  std::atomic<CUcontext>& cached = s.primary[device];
+  if ((*out = cached.load(std::memory_order_acquire))) return CUDA_SUCCESS;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if ((*out = cached.load(std::memory_order_relaxed))) return CUDA_SUCCESS;
+  CUdevice dev;
+  CUresult status = s.driver.cuDeviceGet(&dev, device);
+  if (status == CUDA_SUCCESS)
+    status = s.driver.cuDevicePrimaryCtxRetain(out, dev);
+  if (status == CUDA_SUCCESS) cached.store(*out, std::memory_order_release);
+  return status;
+}
+
+// ------------------------------------------------------------ launch shapes
+
+struct ShapeInfo {
+  int access_bytes, block, per_thread;
+};
+constexpr ShapeInfo kShapes[] = {
+#define CEE_SHAPE_INFO(id, bytes, block, per) {bytes, block, per},
+    CEE_FOR_EACH_SHAPE(CEE_SHAPE_INFO)
+#undef CEE_SHAPE_INFO
+};
+constexpr int kDtypeSize[] = {
+#define CEE_DTYPE_SIZE(id, type, size) size,
+    CEE_FOR_EACH_DTYPE(CEE_DTYPE_SIZE)
+#undef CEE_DTYPE_SIZE
+};
+
+// my_fast_add's shape by size per tensor: up to 2 MiB, one 16-byte vector per
+// thread (enough blocks to fill the GPU); up to 64 MiB, four per thread (more
+// bytes in flight per thread); above, one 8-byte access per thread in
+// 512-thread blocks, the shape torch.compile's autotuner picks for a large add,
+// which streamed fastest there (bench/NOTES.md). A slice such as x[1:] is not
+// aligned to the access: such inputs take the scalar kernel (correct, not
+// vectorized).
+constexpr int64_t kSmallBytes = int64_t(2) << 20;
+constexpr int64_t kLargeBytes = int64_t(64) << 20;
+
+bool aligned(const void* p, uintptr_t bytes) {
+  return ((uintptr_t)p % bytes) == 0;
+}
+
+cee_shape pick_shape(cee_kernel kernel, cee_dtype dtype, const void* a,
+                     const void* b, const void* out, int64_t n) {
+  if (kernel != CEE_KERNEL_VECTORIZED) return CEE_SHAPE_SIMPLE;
+  auto all_aligned = [&](uintptr_t bytes) {
+    return aligned(a, bytes) && aligned(b, bytes) && aligned(out, bytes);
+  };
+  const int64_t bytes = n * kDtypeSize[dtype];
+  if (bytes > kLargeBytes && all_aligned(8)) return CEE_SHAPE_VEC8;
+  if (bytes > kSmallBytes && all_aligned(16)) return CEE_SHAPE_VEC16X4;
+  if (all_aligned(16)) return CEE_SHAPE_VEC16;
+  return CEE_SHAPE_SIMPLE;
+}
+
+int64_t blocks_for(cee_shape shape, cee_dtype dtype, int64_t n) {
+  const ShapeInfo& s = kShapes[shape];
+  // One thread per element, or per access of `access_bytes`. The vectorized
+  // kernel's tail (< one access) is done by the first threads, so at least one
+  // block is launched.
+  const int64_t width =
+      s.access_bytes ? s.access_bytes / kDtypeSize[dtype] : int64_t(1);
+  const int64_t per_block = int64_t(s.block) * s.per_thread;
+  const int64_t blocks = (n / width + per_block - 1) / per_block;
+  return blocks > 0 ? blocks : 1;
+}
+
+void describe_launch_error(const Driver& d, CUresult status, int device,
+                           const char* op, const char* what, char* err,
+                           size_t err_len) {
+  if (status == CUDA_ERROR_NO_BINARY_FOR_GPU ||
+      status == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
+      status == CUDA_ERROR_INVALID_PTX) {
+    int major = 0, minor = 0;
+    CUdevice dev;
+    if (d.cuDeviceGet(&dev, device) == CUDA_SUCCESS) {
+      d.cuDeviceGetAttribute(&major,
+                             CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+      d.cuDeviceGetAttribute(&minor,
+                             CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    }
+    char driver_error[256];
+    describe_driver_error(d, status, what, driver_error, sizeof driver_error);
+    snprintf(err, err_len,
+             "%s: this cuda_ext_example wheel has no GPU code for cuda:%d "
+             "(compute capability %d.%d, sm_%d%d). The wheel carries %s. Use "
+             "a GPU from that list, or build from source for your GPU (see "
+             "`python -m cuda_ext_example doctor`). [%s]",
+             op, device, major, minor, major, minor, CEE_DEVICE_CODE,
+             driver_error);
+    return;
+  }
+  char driver_error[256];
+  describe_driver_error(d, status, what, driver_error, sizeof driver_error);
+  snprintf(err, err_len, "%s: CUDA driver error on cuda:%d: %s", op, device,
+           driver_error);
+}
+
+CUresult launch(State& s, cee_shape shape, cee_dtype dtype, const void* a,
+                const void* b, void* out, int64_t n, CUstream stream,
+                const char** what) {
+  CUkernel kernel;
+  *what = "cuLibraryGetKernel";
+  CUresult status = get_kernel(s, shape, dtype, &kernel);
+  if (status != CUDA_SUCCESS) return status;
+  long long count = n;
+  void* args[] = {&a, &b, &out, &count};
+  *what = "cuLaunchKernel";
+  return s.driver.cuLaunchKernel(
+      reinterpret_cast<CUfunction>(kernel),
+      (unsigned)blocks_for(shape, dtype, n), 1, 1,
+      (unsigned)kShapes[shape].block, 1, 1, 0, stream, args, nullptr);
+}
+
+}  // namespace
+
+extern "C" int cee_cuda_add(cee_kernel kernel, cee_dtype dtype, const void* a,
+                            const void* b, void* out, int64_t n, int device,
+                            void* stream, const char* op, char* err,
+                            size_t err_len) {
+  if (n == 0) return 0;
+  char reason[512];
+  State* s = ready(reason, sizeof reason);
+  if (!s) {
+    snprintf(err, err_len, "%s: %s", op, reason);
+    return -1;
+  }
+  if (device < 0 || device >= kMaxDevices || (int)dtype < 0 ||
+      (int)dtype >= CEE_NUM_DTYPES) {
+    snprintf(err, err_len, "%s: bad device %d or dtype %d", op, device,
+             (int)dtype);
+    return -1;
+  }
+  const Driver& d = s->driver;
+  const char* what = "cuDevicePrimaryCtxRetain";
+  CUcontext ctx = nullptr, current = nullptr;
+  CUresult status = primary_context(*s, device, &ctx);
+  if (status == CUDA_SUCCESS) status = d.cuCtxGetCurrent(&current);
+  const bool push = status == CUDA_SUCCESS && current != ctx;
+  if (push) status = d.cuCtxPushCurrent(ctx);
+  if (status == CUDA_SUCCESS) {
+    const cee_shape shape = pick_shape(kernel, dtype, a, b, out, n);
+    status = launch(*s, shape, dtype, a, b, out, n,
+                    static_cast<CUstream>(stream), &what);
+    if (push) {
+      CUcontext popped;
+      d.cuCtxPopCurrent(&popped);
+    }
+  }
+  if (status != CUDA_SUCCESS)
+    describe_launch_error(d, status, device, op, what, err, err_len);
+  return (int)status;
+}
+
+extern "C" void* cee_cuda_entry_point(const char* name, char* err,
+                                      size_t err_len) {
+  State* s = ready(err, err_len);
+  if (!s) return nullptr;
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult found;
+  if (s->driver.get_proc_address(name, &fn, kDriverApiVersion,
+                                 CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+                                 &found) != CUDA_SUCCESS ||
+      found != CU_GET_PROC_ADDRESS_SUCCESS) {
+    snprintf(err, err_len, "the NVIDIA driver has no %s for CUDA 12.0", name);
+    return nullptr;
+  }
+  return fn;
+}
+
+extern "C" const char* cee_cuda_arch_list(void) { return CEE_DEVICE_CODE; }

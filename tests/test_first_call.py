@@ -1,0 +1,116 @@
+"""The first CUDA call of a process, in each place it can happen: the launcher opens
+libcuda.so.1 and loads the fatbin right there (never at import), so each case runs
+in a fresh process with nothing warmed up."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+CHECK = """
+import torch, cuda_ext_example
+from cuda_ext_example import my_add, my_fast_add
+def check(out, a, b):
+    torch.cuda.synchronize()
+    assert torch.equal(out, torch.add(a, b)), "wrong result"
+"""
+
+
+def run_fresh(code: str, **env) -> str:
+    result = subprocess.run(
+        [sys.executable, "-P", "-c", CHECK + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("op", ["my_add", "my_fast_add"])
+def test_first_call_inside_graph_capture(op):
+    run_fresh(
+        f"""
+        a = torch.randn(1 << 20, device="cuda"); b = torch.randn(1 << 20, device="cuda")
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):  # the launcher's first call ever: load + launch
+            out = {op}(a, b)
+        a.copy_(torch.randn(1 << 20, device="cuda"))
+        graph.replay()
+        check(out, a, b)
+        """
+    )
+
+
+def test_first_call_in_a_side_stream():
+    run_fresh(
+        """
+        a = torch.randn(4099, device="cuda"); b = torch.randn(4099, device="cuda")
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            out = my_fast_add(a, b)
+        check(out, a, b)
+        """
+    )
+
+
+def test_sass_only_no_ptx_jit():
+    # With PTX JIT disabled the driver must find SASS for this GPU in the fatbin.
+    run_fresh(
+        """
+        for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.int64):
+            a = (torch.randn(100_003, device="cuda") * 100).to(dtype)
+            b = (torch.randn(100_003, device="cuda") * 100).to(dtype)
+            check(my_add(a, b), a, b); check(my_fast_add(a, b), a, b)
+        """,
+        CUDA_DISABLE_PTX_JIT="1",
+    )
+
+
+def test_eager_module_loading():
+    run_fresh(
+        """
+        a = torch.arange(5, device="cuda")
+        check(my_add(a, a + 10), a, a + 10)
+        """,
+        CUDA_MODULE_LOADING="EAGER",
+    )
+
+
+@pytest.mark.multigpu
+def test_first_call_on_the_second_gpu():
+    # Device 0 is current and has never seen our kernels; the tensors are on cuda:1.
+    run_fresh(
+        """
+        torch.cuda.set_device(0)
+        a = torch.randn(100_003, device="cuda:1"); b = torch.randn(100_003, device="cuda:1")
+        out = my_fast_add(a, b)
+        assert out.device == torch.device("cuda:1") and torch.cuda.current_device() == 0
+        check(out, a, b)
+        x = torch.randn(1000, device="cuda:0")
+        check(my_add(x, x), x, x)
+        """
+    )
+
+
+@pytest.mark.multigpu
+def test_first_call_on_the_second_gpu_from_a_new_thread():
+    # A new thread has no current context: the launcher pushes cuda:1's own.
+    run_fresh(
+        """
+        import threading
+        a = torch.randn(4099, device="cuda:1"); b = torch.randn(4099, device="cuda:1")
+        result = {}
+        t = threading.Thread(target=lambda: result.update(out=my_fast_add(a, b)))
+        t.start(); t.join()
+        check(result["out"], a, b)
+        """
+    )
