@@ -103,6 +103,9 @@ def build_record(cfg: config.BuildConfig, compiler: str) -> dict:
         "git_commit": commit,
         "git_dirty": dirty,
         "device_compiler": compiler,
+        "device_cuda": cfg.device_cuda,
+        "min_driver": cfg.min_driver,
+        "min_driver_cuda": cfg.min_driver_cuda,
         "sass_archs": [f"sm_{a}" for a in cfg.sass_archs],
         "ptx_arch": f"compute_{cfg.ptx_arch}",
         "torch_target": cfg.torch_target,
@@ -125,6 +128,11 @@ class ZigNvrtcBuildExt(build_ext):
             generated, cfg.sass_archs, cfg.ptx_arch, cfg.arch_summary
         )
         print(f"device code: {code.compiler}, {' '.join(code.targets)}, {len(code.fatbin)} bytes")
+        if code.compiler != f"NVRTC {cfg.device_cuda}":
+            raise device_code.DeviceCodeError(
+                f"the device code must come from NVRTC {cfg.device_cuda} (pyproject.toml "
+                f"device-cuda), got {code.compiler}: pip install -r requirements/build.txt"
+            )
         link_extension(cfg, generated, out)
 
         record = out.parent / "_build_info.json"

@@ -22,6 +22,10 @@ class BuildConfig:
     torch_target: str
     glibc: str
     python_limited_api: str
+    device_cuda: str
+    ptx_isa: str
+    min_driver: str
+    min_driver_cuda: str
 
     @property
     def torch_target_hex(self) -> str:
@@ -50,4 +54,8 @@ def load(pyproject: Path = ROOT / "pyproject.toml") -> BuildConfig:
         torch_target=tool["torch-target"],
         glibc=tool["glibc"],
         python_limited_api=tool["python-limited-api"],
+        device_cuda=tool["device-cuda"],
+        ptx_isa=tool["ptx-isa"],
+        min_driver=tool["min-driver"],
+        min_driver_cuda=tool["min-driver-cuda"],
     )

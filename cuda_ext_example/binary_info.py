@@ -75,6 +75,16 @@ def symbol_versions(path: Path) -> dict[str, list[str]]:
         elf.stream.close()
 
 
+def section_data(path: Path, name: str) -> bytes | None:
+    """The bytes of one ELF section (e.g. '.nv_fatbin', the embedded device code)."""
+    elf = _elf(path)
+    try:
+        section = elf.get_section_by_name(name)
+        return section.data() if section is not None else None
+    finally:
+        elf.stream.close()
+
+
 def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", version))
 
@@ -134,6 +144,28 @@ def device_code(path: Path) -> dict[str, list[str]]:
         found = re.findall(r"\.(sm_\d+a?f?)\.(?:cubin|ptx)", run_cuobjdump(flag, path))
         result[kind] = sorted(set(found), key=version_key)
     return result
+
+
+def _toolkit_version(text: str) -> tuple[int, int]:
+    """cuobjdump's toolkit field: '129' (ELF ABI 7) or '12.9' (ABI 8) -> (12, 9)."""
+    if "." in text:
+        major, minor = text.split(".", 1)
+        return int(major), int(minor)
+    return int(text[:-1]), int(text[-1])
+
+
+def cubin_toolkits(path: Path) -> dict[str, tuple[int, int]]:
+    """{'sm_90': (12, 9), ...}: the CUDA version of the compiler that made each cubin."""
+    listing = run_cuobjdump("-elf", path)
+    found = re.findall(r"\bsm=(\d+a?f?), toolkit=([\d.]+)", listing)
+    return {f"sm_{arch}": _toolkit_version(version) for arch, version in found}
+
+
+def ptx_isa_versions(path: Path) -> dict[str, tuple[int, int]]:
+    """{'sm_120': (8, 8)}: the PTX ISA version (`.version`) of each embedded PTX."""
+    listing = run_cuobjdump("-ptx", path)
+    found = re.findall(r"^\.version (\d+)\.(\d+)\s*\n\.target (sm_\d+a?f?)", listing, re.M)
+    return {target: (int(major), int(minor)) for major, minor, target in found}
 
 
 @contextmanager

@@ -12,9 +12,17 @@ import platform
 import sys
 from dataclasses import dataclass, field
 
-# CUDA 13's runtime (linked statically into the wheel) needs an R580+ driver.
-MIN_DRIVER = 13000  # cuDriverGetVersion() encoding: 1000 * major + 10 * minor
 OK, WARN, FAIL = "ok", "warn", "FAIL"
+
+
+def cuda_version_number(version: str) -> int:
+    """'12.9' -> 12090, the encoding of cuDriverGetVersion() (1000 * major + 10 * minor)."""
+    major, minor = (int(x) for x in version.split(".")[:2])
+    return 1000 * major + 10 * minor
+
+
+def cuda_version_text(number: int) -> str:
+    return f"{number // 1000}.{number % 1000 // 10}"
 
 
 @dataclass
@@ -49,10 +57,13 @@ def _arch_number(arch: str) -> int:
     return int("".join(ch for ch in arch.split("_", 1)[1] if ch.isdigit()))
 
 
-def judge_gpu(gpu: Gpu, sass: list[str], ptx: str) -> Finding:
+def judge_gpu(
+    gpu: Gpu, sass: list[str], ptx: str, driver: int | None = None, device_cuda: str = "12.9"
+) -> Finding:
     """SASS for the exact arch, or an older minor of the same major (binary
     compatible), runs as is; else PTX no newer than the GPU is JIT-compiled by
-    the driver at first call; else nothing in the wheel can run there."""
+    the driver at first call, if the driver knows that CUDA's PTX; else nothing
+    in the wheel can run there."""
     major, minor = gpu.capability
     cc = major * 10 + minor
     label = f"cuda:{gpu.index} {gpu.name} (sm_{cc})"
@@ -63,6 +74,14 @@ def judge_gpu(gpu: Gpu, sass: list[str], ptx: str) -> Finding:
     if same_major:
         return Finding(OK, label, f"runs the wheel's sm_{max(same_major)} SASS (same major)")
     if ptx and _arch_number(ptx) <= cc:
+        if driver is not None and driver < cuda_version_number(device_cuda):
+            return Finding(
+                FAIL,
+                label,
+                f"no SASS for sm_{cc}, and the wheel's {ptx} PTX is CUDA {device_cuda}'s, which "
+                f"this CUDA {cuda_version_text(driver)} driver cannot JIT-compile: update the "
+                f"driver to one for CUDA >= {device_cuda}",
+            )
         return Finding(
             WARN,
             label,
@@ -74,7 +93,7 @@ def judge_gpu(gpu: Gpu, sass: list[str], ptx: str) -> Finding:
         label,
         f"no code for sm_{cc}: the wheel has SASS {', '.join(sass)} and PTX {ptx}. "
         f'Build from source for this GPU: add "{cc}" to sass-archs in pyproject.toml '
-        "(if nvcc 13 supports it) and `make wheel`",
+        f"(if NVRTC {device_cuda} supports it) and `make wheel`",
     )
 
 
@@ -113,26 +132,58 @@ def judge(env: Environment, record: dict) -> list[Finding]:
     if env.load_error:
         findings.append(Finding(FAIL, "import", env.load_error))
 
-    if env.driver is None:
-        findings.append(Finding(WARN, "driver", "no NVIDIA driver found (libcuda.so.1): CPU only"))
-    elif env.driver < MIN_DRIVER:
-        findings.append(
-            Finding(
-                FAIL,
-                "driver",
-                f"CUDA {env.driver // 1000}.{env.driver % 1000 // 10} driver; the wheel's CUDA 13 "
-                "runtime needs driver >= 580 (CUDA 13.0). Update the NVIDIA driver",
-            )
-        )
-    else:
-        findings.append(
-            Finding(OK, "driver", f"supports CUDA {env.driver // 1000}.{env.driver % 1000 // 10}")
-        )
-
+    findings += judge_driver(env.driver, record)
     if env.driver is not None and not env.gpus:
         findings.append(Finding(WARN, "gpus", "driver present but torch sees no GPU"))
     for gpu in env.gpus:
-        findings.append(judge_gpu(gpu, record.get("sass_archs", []), record.get("ptx_arch", "")))
+        findings.append(
+            judge_gpu(
+                gpu,
+                record.get("sass_archs", []),
+                record.get("ptx_arch", ""),
+                env.driver,
+                record.get("device_cuda", "12.9"),
+            )
+        )
+    return findings
+
+
+def judge_driver(driver: int | None, record: dict) -> list[Finding]:
+    """CUDA minor-version compatibility: the wheel's CUDA 12 device code runs on any
+    driver of CUDA >= 12.0 (>= 525.60.13) for every GPU it has SASS for."""
+    floor = record.get("min_driver_cuda", "12.0")
+    floor_driver = record.get("min_driver", "525.60.13")
+    device_cuda = record.get("device_cuda", "12.9")
+    if driver is None:
+        return [Finding(WARN, "driver", "no NVIDIA driver found (libcuda.so.1): CPU only")]
+    have = cuda_version_text(driver)
+    if driver < cuda_version_number(floor):
+        return [
+            Finding(
+                FAIL,
+                "driver",
+                f"CUDA {have} driver; the wheel's GPU kernels need a driver for CUDA >= {floor} "
+                f"(>= {floor_driver}). Update the NVIDIA driver",
+            )
+        ]
+    findings = [
+        Finding(
+            OK,
+            "driver",
+            f"supports CUDA {have}; the wheel's CUDA {device_cuda} device code needs >= {floor} "
+            f"(>= {floor_driver})",
+        )
+    ]
+    if driver < cuda_version_number(device_cuda):
+        findings.append(
+            Finding(
+                WARN,
+                "driver",
+                f"GPUs with SASS in the wheel run; a GPU newer than the wheel's archs would need "
+                f"the driver to JIT-compile CUDA {device_cuda} PTX, which needs a driver for "
+                f"CUDA >= {device_cuda}",
+            )
+        )
     return findings
 
 
@@ -202,9 +253,10 @@ def main() -> int:
         print(
             f"wheel: {record.get('version')} built {record.get('build_time_utc')} from "
             f"{record.get('git_commit', '?')[:12]}{' (dirty)' if record.get('git_dirty') else ''}"
-            f" with {record.get('nvcc')}\n"
+            f", device code by {record.get('device_compiler')}\n"
             f"       SASS {' '.join(record.get('sass_archs', []))}, PTX {record.get('ptx_arch')}, "
-            f"torch stable ABI {record.get('torch_target')}, glibc >= {record.get('glibc_floor')}"
+            f"torch stable ABI {record.get('torch_target')}, glibc >= {record.get('glibc_floor')}, "
+            f"driver >= {record.get('min_driver')} (CUDA {record.get('min_driver_cuda')})"
         )
     else:
         print("wheel: no build record (cuda_ext_example/_build_info.json is missing)")

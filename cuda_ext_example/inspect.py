@@ -1,7 +1,7 @@
 """python -m cuda_ext_example.inspect PATH [--ptx] [--sass] [--symbols]
 
 What a built binary (a wheel, or the extension .so itself) really contains:
-device code per architecture, the vectorized loads in PTX/SASS, dynamic
+device code per architecture and the CUDA version that compiled it, the vectorized loads in PTX/SASS, dynamic
 symbols, DT_NEEDED, newest GLIBC/GLIBCXX versions, and the torch shim symbols
 with the oldest torch that provides each.
 """
@@ -68,6 +68,14 @@ def report_device_code(so: Path, out) -> None:
         return
     print(f"device code: SASS {' '.join(code['sass']) or 'none'}", file=out)
     print(f"             PTX  {' '.join(code['ptx']) or 'none'}", file=out)
+    toolkits = binary_info.cubin_toolkits(so)
+    by_version: dict[tuple[int, int], list[str]] = {}
+    for arch, version in toolkits.items():
+        by_version.setdefault(version, []).append(arch)
+    for (major, minor), archs in sorted(by_version.items()):
+        print(f"             cubins from CUDA {major}.{minor}: {' '.join(archs)}", file=out)
+    for target, (major, minor) in binary_info.ptx_isa_versions(so).items():
+        print(f"             PTX ISA {major}.{minor} ({target})", file=out)
 
 
 def report_loads(so: Path, out, dump: str) -> None:

@@ -34,7 +34,8 @@ binary_info = _package_module("binary_info")
 shim_versions = _package_module("shim_versions")
 
 # Everything the extension may link against: torch's CPU library (from the
-# user's torch) and the glibc parts manylinux2014 guarantees.
+# user's torch) and the glibc parts manylinux2014 guarantees. Neither the CUDA
+# runtime nor libcuda: the launcher opens libcuda.so.1 itself at the first CUDA call.
 ALLOWED_NEEDED = frozenset(
     {
         "libtorch_cpu.so",
@@ -130,8 +131,8 @@ def gate_elf(wheel: Path, cfg: config.BuildConfig) -> None:
                 "elf-audit",
                 f"{EXTENSION} needs {unexpected}, which are not on the allowlist "
                 f"{sorted(ALLOWED_NEEDED)}",
-                "link libcudart statically and only against libtorch_cpu.so "
-                "(buildtools/build_ext.py); never link libstdc++",
+                "link only against libtorch_cpu.so (buildtools/build_ext.py): no CUDA runtime "
+                "(the launcher uses the driver API), never libstdc++",
             )
         newest = binary_info.newest_version(so, "GLIBC_")
         if newest and binary_info.version_key(newest) > binary_info.version_key(cfg.glibc):
@@ -169,7 +170,33 @@ def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
             f"{EXTENSION} carries SASS {code['sass']} and PTX {code['ptx']}; promised SASS "
             f"{want_sass} and PTX {want_ptx} (missing SASS: {missing})",
             "build with the arch list of pyproject.toml [tool.cuda_ext_example] "
-            "(buildtools/build_ext.py gencode_flags)",
+            "(buildtools/device_code.py)",
+        )
+
+
+def _arch_versions(found: dict[str, tuple[int, int]]) -> str:
+    return ", ".join(f"{arch}: {v[0]}.{v[1]}" for arch, v in found.items()) or "none"
+
+
+def gate_cuda12_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
+    """Device code no newer than the promised driver floor can run: every cubin from a
+    CUDA <device-cuda> compiler of the same major, PTX ISA <= <ptx-isa>."""
+    newest = binary_info.version_key(cfg.device_cuda)[:2]
+    isa = binary_info.version_key(cfg.ptx_isa)[:2]
+    with binary_info.extension_in(wheel) as so:
+        toolkits = binary_info.cubin_toolkits(so)
+        ptx = binary_info.ptx_isa_versions(so)
+    wrong = {a: v for a, v in toolkits.items() if v[0] != newest[0] or v > newest}
+    too_new = {a: v for a, v in ptx.items() if v > isa}
+    if wrong or too_new or not toolkits:
+        raise GateFailure(
+            "cuda12-device-code",
+            f"{EXTENSION} needs a newer driver than it promises (CUDA {cfg.min_driver_cuda}, "
+            f">= {cfg.min_driver}): cubins not from CUDA {cfg.device_cuda}: "
+            f"{_arch_versions(wrong)}; PTX ISA newer than {cfg.ptx_isa}: {_arch_versions(too_new)}"
+            + ("" if toolkits else "; no cubin found"),
+            f"compile the device code with NVRTC {cfg.device_cuda} (buildtools/device_code.py, "
+            "requirements/build.txt), never with a CUDA 13 nvcc or NVRTC",
         )
 
 
@@ -212,6 +239,10 @@ def all_gates(cfg: config.BuildConfig, torch_include: Path) -> list[tuple[str, C
         ("check-wheel-contents", gate_check_wheel_contents),
         ("ELF audit", lambda w: gate_elf(w, cfg)),
         ("device code", lambda w: gate_device_code(w, cfg)),
+        (
+            f"device code runs on driver >= {cfg.min_driver}",
+            lambda w: gate_cuda12_device_code(w, cfg),
+        ),
         (f"torch shims <= {cfg.torch_target}", lambda w: gate_torch_shims(w, cfg, torch_include)),
     ]
 

@@ -20,7 +20,7 @@ def env(**overrides) -> Environment:
         python=(3, 12),
         torch_version="2.11.0+cu130",
         torch_cuda="13.0",
-        driver=13000,
+        driver=12080,
         gpus=[Gpu(0, "NVIDIA H100", (9, 0))],
     )
     base.update(overrides)
@@ -50,12 +50,38 @@ def test_missing_torch_fails():
     assert levels(findings, "torch") == [FAIL]
 
 
-def test_old_driver_fails():
-    findings = judge(env(driver=12080), BUILD_INFO)
+def test_driver_older_than_cuda_12_fails():
+    findings = judge(env(driver=11080), BUILD_INFO)
     (driver,) = [f for f in findings if f.topic == "driver"]
-    assert (
-        driver.level == FAIL and "CUDA 12.8 driver" in driver.message and ">= 580" in driver.message
-    )
+    assert driver.level == FAIL
+    assert "CUDA 11.8 driver" in driver.message
+    assert "need a driver for CUDA >= 12.0 (>= 525.60.13)" in driver.message
+
+
+@pytest.mark.parametrize("driver", [12000, 12040, 12080])  # R525, R550 (Colab's T4s), R570
+def test_cuda_12_drivers_below_580_run_every_sass_gpu(driver):
+    gpus = [Gpu(0, "Tesla T4", (7, 5)), Gpu(1, "NVIDIA A100", (8, 0)), Gpu(2, "H100", (9, 0))]
+    findings = judge(env(driver=driver, gpus=gpus), BUILD_INFO)
+    assert FAIL not in [f.level for f in findings]
+    assert levels(findings, "cuda:") == [OK, OK, OK]
+    # Only the PTX path (a GPU newer than the wheel) would need CUDA 12.9's driver.
+    (warning,) = [f for f in findings if f.topic == "driver" and f.level == WARN]
+    assert "CUDA 12.9 PTX" in warning.message
+
+
+def test_driver_of_cuda_12_9_or_newer_has_no_warning():
+    findings = judge(env(driver=12090), BUILD_INFO)
+    (driver,) = [f for f in findings if f.topic == "driver"]
+    assert driver.level == OK
+    assert "the wheel's CUDA 12.9 device code needs >= 12.0" in driver.message
+
+
+def test_new_gpu_needs_a_driver_that_knows_the_ptx():
+    future = Gpu(0, "future GPU", (13, 0))
+    old = judge_gpu(future, SASS, "compute_120", driver=12080, device_cuda="12.9")
+    assert old.level == FAIL and "cannot JIT-compile" in old.message
+    new = judge_gpu(future, SASS, "compute_120", driver=13000, device_cuda="12.9")
+    assert new.level == WARN
 
 
 def test_no_driver_is_a_cpu_only_warning():
@@ -109,6 +135,7 @@ def test_doctor_on_this_machine(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     assert "[  ok] run on cpu: my_add and my_fast_add match torch" in run.stdout
     assert f"SASS {' '.join(BUILD_INFO['sass_archs'])}" in run.stdout
+    assert "device code by NVRTC 12.9" in run.stdout
     assert "verdict: ready" in run.stdout
     for i in range(torch.cuda.device_count()):
         assert f"run on cuda:{i}: my_add and my_fast_add match torch" in run.stdout

@@ -35,6 +35,8 @@ def test_summary(wheel):
     text = run_inspect(wheel)
     assert f"SASS {' '.join(BUILD_INFO['sass_archs'])}" in text
     assert "PTX  sm_120" in text
+    assert f"cubins from CUDA 12.9: {' '.join(BUILD_INFO['sass_archs'])}" in text
+    assert "PTX ISA 8.8 (sm_120)" in text
     assert "DT_NEEDED: libtorch_cpu.so" in text
     assert "newest GLIBC: GLIBC_2.17" in text
     assert "newest GLIBCXX: none" in text
@@ -67,8 +69,9 @@ def test_ptx_shows_vectorized_loads(wheel):
     text = run_inspect(wheel, "--ptx")
     counts = _loads_summary(text, "PTX")
     vectorized = {name: c for name, c in counts.items() if "add_vectorized_kernel<" in name}
-    wide = [c for name, c in vectorized.items() if "uint4" in name]
-    narrow = [c for name, c in vectorized.items() if "uint2" in name]
+    # cee::add_vectorized_kernel<T, access bytes, block, accesses per thread>
+    wide = [c for name, c in vectorized.items() if ", 16, " in name]
+    narrow = [c for name, c in vectorized.items() if ", 8, " in name]
     simple = [c for name, c in counts.items() if "add_simple_kernel<" in name]
     # per dtype: 16-byte vectors x1 and x4 per thread, 8-byte accesses; the simple kernel
     assert len(wide) == 18 and len(narrow) == len(simple) == 9
@@ -87,7 +90,7 @@ def test_sass_shows_ldg_e_128(wheel):
     vectorized = {name: c for name, c in counts.items() if "add_vectorized_kernel<" in name}
     assert len(vectorized) == 27  # 3 shapes x 9 dtypes
     for name, (wide, narrow) in vectorized.items():
-        if "uint4" in name:
+        if ", 16, " in name:
             assert wide >= 2 * n_arch, name
         else:
             assert narrow >= 2 * n_arch, name

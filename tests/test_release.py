@@ -75,7 +75,7 @@ def compile_so(tmp: Path, source: str, extra: list[str] | None = None) -> Path:
 def test_good_wheel_passes_every_gate(good_wheel):
     passed = []
     release_gates.run_gates(good_wheel, log=lambda msg, **_: passed.append(msg))
-    assert len(passed) == 7
+    assert len(passed) == 8
 
 
 def test_refuses_too_new_glibc(good_wheel, tmp_path, cfg):
@@ -132,24 +132,58 @@ def test_refuses_version_specific_extension_name(good_wheel, tmp_path):
         release_gates.gate_abi3_tag(bad)
 
 
-def test_refuses_missing_sass_and_ptx(good_wheel, tmp_path, cfg):
-    from buildtools.toolchain import ToolchainError, cuda_root
+def device_code_so(tmp: Path, sass: list[str], ptx: str | None) -> Path:
+    """A .so whose .nv_fatbin holds our kernels for other archs (NVRTC, as the build)."""
+    from buildtools import device_code
 
-    try:
-        nvcc = cuda_root() / "bin" / "nvcc"
-    except ToolchainError:
-        pytest.skip("needs nvcc")
-    if release_gates.binary_info.find_cuobjdump() is None:
-        pytest.skip("needs cuobjdump")
-    so = tmp_path / "one_arch.so"
-    subprocess.run(
-        [nvcc, "-shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_80,code=sm_80",
-         ROOT / "csrc" / "add_kernels.cu", "-o", so],
-        check=True,
-    )  # fmt: skip
+    if CC is None:
+        pytest.skip("needs a C compiler")
+    device_code.write_device_code(tmp / "dc", sass, ptx, "test")
+    so = tmp / "device_code.so"
+    subprocess.run([CC, "-shared", tmp / "dc" / "device_code.S", "-o", so], check=True)
+    return so
+
+
+def extension_bytes(wheel: Path) -> bytes:
+    with release_gates.binary_info.extension_in(wheel) as so:
+        return so.read_bytes()
+
+
+def test_refuses_missing_sass_and_ptx(good_wheel, tmp_path, cfg):
+    so = device_code_so(tmp_path, ["80"], None)
     with pytest.raises(release_gates.GateFailure, match="missing SASS") as exc:
         release_gates.gate_device_code(repack(good_wheel, tmp_path, replace_so=so), cfg)
     assert "sm_90" in exc.value.reason and "PTX []" in exc.value.reason
+
+
+def test_refuses_ptx_newer_than_cuda_12(good_wheel, tmp_path, cfg):
+    # The same wheel with its PTX claiming ISA 9.0 (CUDA 13): a 525-579 driver cannot JIT it.
+    data = extension_bytes(good_wheel)
+    assert data.count(b".version 8.8") == 1
+    patched = tmp_path / "ptx90.so"
+    patched.write_bytes(data.replace(b".version 8.8", b".version 9.0"))
+    with pytest.raises(release_gates.GateFailure, match=r"PTX ISA newer than 8\.8: sm_120: 9\.0"):
+        release_gates.gate_cuda12_device_code(
+            repack(good_wheel, tmp_path, replace_so=patched), cfg
+        )
+
+
+def test_refuses_cubin_from_cuda_13(good_wheel, tmp_path, cfg):
+    # What the previous build shipped: device code from nvcc 13, which needs driver >= 580.
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not Path(nvcc).exists():
+        pytest.skip("needs a CUDA 13 nvcc to make a CUDA 13 cubin")
+    src = tmp_path / "k.cu"
+    src.write_text('extern "C" __global__ void k(float *x) { x[threadIdx.x] += 1; }\n')
+    so = tmp_path / "cuda13.so"
+    subprocess.run(
+        [nvcc, "-shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_90,code=sm_90",
+         src, "-o", so],
+        check=True,
+    )  # fmt: skip
+    with pytest.raises(release_gates.GateFailure, match=r"cubins not from CUDA 12\.9: sm_90: 13\.") as exc:
+        release_gates.gate_cuda12_device_code(repack(good_wheel, tmp_path, replace_so=so), cfg)
+    assert ">= 525.60.13" in exc.value.reason
 
 
 def test_refuses_shim_newer_than_target(good_wheel, tmp_path, cfg, torch_include):

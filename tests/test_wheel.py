@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import zipfile
 from email.parser import Parser
@@ -114,5 +115,49 @@ def test_build_record_matches_pyproject(wheel):
     assert record["ptx_arch"] == f"compute_{tool['ptx-arch']}"
     assert record["torch_target"] == tool["torch-target"]
     assert record["glibc_floor"] == tool["glibc"]
-    assert record["nvcc"].startswith("Build cuda_13.0")
+    assert record["device_compiler"] == f"NVRTC {tool['device-cuda']}"
+    assert record["min_driver"] == tool["min-driver"] == "525.60.13"
     assert record == BUILD_INFO  # the installed package is this wheel
+
+
+def test_wheel_size(wheel):
+    # The CUDA 13 wheel with static cudart was 589 KB; without cudart it must be smaller.
+    size = wheel.stat().st_size
+    print(f"\n{wheel.name}: {size / 1000:.0f} kB")
+    assert size < 589_000, size
+
+
+def test_no_cuda_runtime_inside(extension):
+    data = extension.read_bytes()
+    assert b"cudart" not in data
+    runtime_names = set(re.findall(rb"\bcuda[A-Z]\w+", data))  # cudaMalloc, cudaLaunchKernel, ...
+    assert not runtime_names, runtime_names
+    imported = binary_info.undefined_symbols(extension)
+    assert not [s for s in imported if s.startswith("cu")], imported
+
+
+def test_device_code_from_cuda_12(extension):
+    if binary_info.find_cuobjdump() is None:
+        pytest.skip("cuobjdump not available")
+    toolkits = binary_info.cubin_toolkits(extension)
+    assert sorted(toolkits) == sorted(BUILD_INFO["sass_archs"])
+    assert set(toolkits.values()) == {(12, 9)}, toolkits
+    assert binary_info.ptx_isa_versions(extension) == {"sm_120": (8, 8)}
+
+
+def test_fatbin_is_uncompressed(extension):
+    # Compressed fatbins need driver >= 550; the floor is 525. Uncompressed, every
+    # cubin's ELF header and the PTX text are there to see.
+    fatbin = binary_info.section_data(extension, ".nv_fatbin")
+    assert fatbin is not None, "no .nv_fatbin section"
+    assert fatbin.count(b"\x7fELF") == len(BUILD_INFO["sass_archs"])
+    assert fatbin.count(b".version 8.8\n.target sm_120") == 1
+
+
+def test_driver_entry_points_are_the_launchers(extension):
+    # The names the .so hands to the driver: exactly the launcher's list (checked
+    # against CUDA 12.0 in test_launcher.py) and the two it dlsyms first.
+    names = {n.decode() for n in re.findall(rb"\bcu[A-Z]\w+", extension.read_bytes())}
+    from test_launcher import launcher_entry_points
+
+    assert names == set(launcher_entry_points()) | {"cuDriverGetVersion", "cuGetProcAddress_v2"}
