@@ -75,9 +75,8 @@ def kernel_table(header: Path = KERNEL_TABLE) -> tuple[list[Shape], list[Dtype]]
     """The shapes and dtypes, in the order of the C enums of kernel_table.h."""
     text = header.read_text()
     dtypes = [Dtype(i, t, int(s)) for i, t, s in _macro_entries(text, "CEE_FOR_EACH_DTYPE")]
-    shapes = [
-        Shape(i, int(a), int(b), int(p)) for i, a, b, p in _macro_entries(text, "CEE_FOR_EACH_SHAPE")
-    ]
+    shape_entries = _macro_entries(text, "CEE_FOR_EACH_SHAPE")
+    shapes = [Shape(i, int(a), int(b), int(p)) for i, a, b, p in shape_entries]
     return shapes, dtypes
 
 
@@ -165,10 +164,10 @@ class Nvrtc:
         return buf.value.decode(errors="replace")
 
 
-def pack_fatbin(cubins: dict[str, bytes], ptx: dict[str, bytes], path: Path | None = None) -> bytes:
+def pack_fatbin(cubins: dict[str, bytes], ptx: dict[str, bytes]) -> bytes:
     """One fatbin of the cubins and PTX ({'90': bytes}), uncompressed: compressed
     fatbins need driver >= 550, and the wheel promises 525."""
-    lib = ctypes.CDLL(str(path or pypi_path(*NVFATBIN_LIB)))
+    lib = ctypes.CDLL(str(pypi_path(*NVFATBIN_LIB)))
     lib.nvFatbinGetErrorString.restype = ctypes.c_char_p
 
     def check(status: int, what: str) -> None:
@@ -208,29 +207,34 @@ class DeviceCode:
     targets: list[str] = field(default_factory=list)  # sm_XX (SASS) and compute_XX (PTX)
 
 
-def compile_device_code(
-    sass_archs: tuple[str, ...] | list[str],
-    ptx_arch: str | None,
-    nvrtc: Nvrtc | None = None,
-    fatbin_lib: Path | None = None,
-) -> DeviceCode:
-    """SASS for each arch and PTX for ptx_arch, one NVRTC compile each, one fatbin."""
-    nvrtc = nvrtc or Nvrtc()
+def compile_kernels(
+    targets: list[str], nvrtc: Nvrtc, includes: list[Path]
+) -> tuple[dict[str, bytes], dict[str, str]]:
+    """{target: CUBIN (sm_XX) or PTX (compute_XX)} and the lowered names, one compile each."""
     shapes, dtypes = kernel_table()
     expressions = [shape.expression(dtype) for shape in shapes for dtype in dtypes]
-    options = ["--std=c++17", *(f"--include-path={d}" for d in include_dirs())]
+    options = ["--std=c++17", *(f"--include-path={d}" for d in includes)]
     source = KERNEL_SOURCE.read_text()
-    targets = [f"sm_{a}" for a in sass_archs] + ([f"compute_{ptx_arch}"] if ptx_arch else [])
-    cubins, ptx, lowered = {}, {}, None
+    images, lowered = {}, None
     for target in targets:
-        code, names = nvrtc.compile(source, KERNEL_SOURCE.name, options, expressions, target)
+        images[target], names = nvrtc.compile(
+            source, KERNEL_SOURCE.name, options, expressions, target
+        )
         if lowered is not None and names != lowered:
             raise DeviceCodeError(f"NVRTC lowered names differ for {target}")
         lowered = names
-        arch = target.split("_", 1)[1]
-        (cubins if target.startswith("sm_") else ptx)[arch] = code
+    return images, lowered
+
+
+def compile_device_code(sass_archs, ptx_arch: str | None) -> DeviceCode:
+    """SASS for each arch and PTX for ptx_arch from the pinned NVRTC, packed in one fatbin."""
+    nvrtc = Nvrtc()
+    targets = [f"sm_{a}" for a in sass_archs] + ([f"compute_{ptx_arch}"] if ptx_arch else [])
+    images, lowered = compile_kernels(targets, nvrtc, include_dirs())
+    cubins = {t[3:]: code for t, code in images.items() if t.startswith("sm_")}
+    ptx = {t[8:]: code for t, code in images.items() if t.startswith("compute_")}
     major, minor = nvrtc.version()
-    return DeviceCode(pack_fatbin(cubins, ptx, fatbin_lib), lowered, f"NVRTC {major}.{minor}", targets)
+    return DeviceCode(pack_fatbin(cubins, ptx), lowered, f"NVRTC {major}.{minor}", targets)
 
 
 def kernel_names_header(code: DeviceCode, arch_summary: str) -> str:

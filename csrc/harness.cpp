@@ -171,8 +171,8 @@ int64_t run_dtype(cee_dtype dtype, const char* name, std::mt19937_64& rng,
 void use_device_zero() {
   auto init = (PFN_cuInit_v2000)entry_point("cuInit");
   auto device_get = (PFN_cuDeviceGet_v2000)entry_point("cuDeviceGet");
-  auto retain =
-      (PFN_cuDevicePrimaryCtxRetain_v7000)entry_point("cuDevicePrimaryCtxRetain");
+  auto retain = (PFN_cuDevicePrimaryCtxRetain_v7000)entry_point(
+      "cuDevicePrimaryCtxRetain");
   auto set_current = (PFN_cuCtxSetCurrent_v4000)entry_point("cuCtxSetCurrent");
   CUdevice dev;
   CUcontext ctx;
@@ -194,9 +194,18 @@ int main(int argc, char** argv) {
   use_device_zero();
   std::mt19937_64 rng(1234);
   std::printf("cee_harness: device code %s\n", cee_cuda_arch_list());
-  std::vector<int64_t> sizes = {1,    2,    7,       15,
-                                16,   17,   255,     1000,
-                                4097, 1 << 20, (1 << 20) + 3, (5 << 20) + 7};
+  std::vector<int64_t> sizes = {1,
+                                2,
+                                7,
+                                15,
+                                16,
+                                17,
+                                255,
+                                1000,
+                                4097,
+                                1 << 20,
+                                (1 << 20) + 3,
+                                (5 << 20) + 7};
   if (argc > 1) {
     sizes = {std::atoll(argv[1])};
     int64_t wrong = run_dtype<float>(CEE_FLOAT32, "float32", rng, sizes);

@@ -10,25 +10,25 @@
 #pragma once
 
 // X(id, device type as NVRTC spells it, size in bytes)
-#define CEE_FOR_EACH_DTYPE(X)        \
-  X(FLOAT16, __half, 2)              \
-  X(BFLOAT16, __nv_bfloat16, 2)      \
-  X(FLOAT32, float, 4)               \
-  X(FLOAT64, double, 8)              \
-  X(INT8, signed char, 1)            \
-  X(INT16, short, 2)                 \
-  X(INT32, int, 4)                   \
-  X(INT64, long long, 8)             \
+#define CEE_FOR_EACH_DTYPE(X)   \
+  X(FLOAT16, __half, 2)         \
+  X(BFLOAT16, __nv_bfloat16, 2) \
+  X(FLOAT32, float, 4)          \
+  X(FLOAT64, double, 8)         \
+  X(INT8, signed char, 1)       \
+  X(INT16, short, 2)            \
+  X(INT32, int, 4)              \
+  X(INT64, long long, 8)        \
   X(UINT8, unsigned char, 1)
 
 // X(id, bytes per access, threads per block, accesses per thread).
 // 0 bytes per access: add_simple_kernel, one element per thread (my_add).
 // Otherwise add_vectorized_kernel (my_fast_add); launcher.cpp picks the shape
 // by size per tensor and alignment.
-#define CEE_FOR_EACH_SHAPE(X)  \
-  X(SIMPLE, 0, 256, 1)         \
-  X(VEC16, 16, 256, 1)         \
-  X(VEC16X4, 16, 256, 4)       \
+#define CEE_FOR_EACH_SHAPE(X) \
+  X(SIMPLE, 0, 256, 1)        \
+  X(VEC16, 16, 256, 1)        \
+  X(VEC16X4, 16, 256, 4)      \
   X(VEC8, 8, 512, 1)
 
 #define CEE_ENUM_ENTRY(id, ...) CEE_##id,

@@ -40,19 +40,19 @@ constexpr int kMaxDevices = 64;
 
 // Every driver entry point the launcher uses, with the version of its ABI
 // (the N of PFN_name_vN). tests/test_launcher.py reads this list.
-#define CEE_DRIVER_ENTRY_POINTS(X) \
-  X(cuInit, 2000)                  \
-  X(cuDriverGetVersion, 2020)      \
-  X(cuGetErrorName, 6000)          \
-  X(cuGetErrorString, 6000)        \
-  X(cuDeviceGet, 2000)             \
-  X(cuDeviceGetAttribute, 2000)    \
+#define CEE_DRIVER_ENTRY_POINTS(X)  \
+  X(cuInit, 2000)                   \
+  X(cuDriverGetVersion, 2020)       \
+  X(cuGetErrorName, 6000)           \
+  X(cuGetErrorString, 6000)         \
+  X(cuDeviceGet, 2000)              \
+  X(cuDeviceGetAttribute, 2000)     \
   X(cuDevicePrimaryCtxRetain, 7000) \
-  X(cuCtxGetCurrent, 4000)         \
-  X(cuCtxPushCurrent, 4000)        \
-  X(cuCtxPopCurrent, 4000)         \
-  X(cuLibraryLoadData, 12000)      \
-  X(cuLibraryGetKernel, 12000)     \
+  X(cuCtxGetCurrent, 4000)          \
+  X(cuCtxPushCurrent, 4000)         \
+  X(cuCtxPopCurrent, 4000)          \
+  X(cuLibraryLoadData, 12000)       \
+  X(cuLibraryGetKernel, 12000)      \
   X(cuLaunchKernel, 4000)
 
 struct Driver {
@@ -119,15 +119,15 @@ bool load_driver(State& s) {
   }
   Driver& d = s.driver;
   CUdriverProcAddressQueryResult found;
-#define CEE_DRIVER_LOAD(name, version)                                        \
-  if (d.get_proc_address(#name, reinterpret_cast<void**>(&d.name),            \
+#define CEE_DRIVER_LOAD(name, version)                                         \
+  if (d.get_proc_address(#name, reinterpret_cast<void**>(&d.name),             \
                          kDriverApiVersion, CU_GET_PROC_ADDRESS_LEGACY_STREAM, \
-                         &found) != CUDA_SUCCESS ||                           \
-      found != CU_GET_PROC_ADDRESS_SUCCESS || !d.name) {                      \
-    snprintf(s.error, sizeof s.error,                                         \
-             "the NVIDIA driver has no %s for CUDA 12.0 (query result %d)",   \
-             #name, (int)found);                                              \
-    return false;                                                             \
+                         &found) != CUDA_SUCCESS ||                            \
+      found != CU_GET_PROC_ADDRESS_SUCCESS || !d.name) {                       \
+    snprintf(s.error, sizeof s.error,                                          \
+             "the NVIDIA driver has no %s for CUDA 12.0 (query result %d)",    \
+             #name, (int)found);                                               \
+    return false;                                                              \
   }
   CEE_DRIVER_ENTRY_POINTS(CEE_DRIVER_LOAD)
 #undef CEE_DRIVER_LOAD
@@ -141,8 +141,8 @@ bool initialize(State& s) {
     describe_driver_error(s.driver, status, "cuInit", s.error, sizeof s.error);
     return false;
   }
-  status = s.driver.cuLibraryLoadData(&s.library, cee_fatbin, nullptr,
-                                      nullptr, 0, nullptr, nullptr, 0);
+  status = s.driver.cuLibraryLoadData(&s.library, cee_fatbin, nullptr, nullptr,
+                                      0, nullptr, nullptr, 0);
   if (status != CUDA_SUCCESS) {
     describe_driver_error(s.driver, status,
                           "loading the device code (cuLibraryLoadData)",
@@ -289,10 +289,10 @@ CUresult launch(State& s, cee_shape shape, cee_dtype dtype, const void* a,
   long long count = n;
   void* args[] = {&a, &b, &out, &count};
   *what = "cuLaunchKernel";
-  return s.driver.cuLaunchKernel(
-      reinterpret_cast<CUfunction>(kernel),
-      (unsigned)blocks_for(shape, dtype, n), 1, 1,
-      (unsigned)kShapes[shape].block, 1, 1, 0, stream, args, nullptr);
+  return s.driver.cuLaunchKernel(reinterpret_cast<CUfunction>(kernel),
+                                 (unsigned)blocks_for(shape, dtype, n), 1, 1,
+                                 (unsigned)kShapes[shape].block, 1, 1, 0,
+                                 stream, args, nullptr);
 }
 
 }  // namespace

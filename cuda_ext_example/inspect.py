@@ -1,9 +1,9 @@
 """python -m cuda_ext_example.inspect PATH [--ptx] [--sass] [--symbols]
 
 What a built binary (a wheel, or the extension .so itself) really contains:
-device code per architecture and the CUDA version that compiled it, the vectorized loads in PTX/SASS, dynamic
-symbols, DT_NEEDED, newest GLIBC/GLIBCXX versions, and the torch shim symbols
-with the oldest torch that provides each.
+device code per architecture and the CUDA version that compiled it, the
+vectorized loads in PTX/SASS, dynamic symbols, DT_NEEDED, newest GLIBC/GLIBCXX
+versions, and the torch shim symbols with the oldest torch that provides each.
 """
 
 from __future__ import annotations

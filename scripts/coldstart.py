@@ -57,8 +57,8 @@ print(json.dumps(t))
 EXPLAIN = {
     "import torch": "loading torch's shared libraries and Python modules",
     "CUDA context": "driver init + primary context on the GPU (torch does this once)",
-    "import cuda_ext_example": "dlopen of our .so (static cudart) + op registration",
-    "first my_add": "first launch: loads the module's SASS for this GPU, no JIT",
+    "import cuda_ext_example": "dlopen of our .so + op registration (no CUDA work yet)",
+    "first my_add": "first launch: libcuda opened, fatbin loaded, this GPU's SASS picked (no JIT)",
     "warm my_add": "one call when everything is loaded (2^20 float32)",
     "first my_fast_add": "first launch of the vectorized kernel",
     "warm my_fast_add": "one warm call",

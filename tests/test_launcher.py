@@ -47,7 +47,8 @@ def abi_versions() -> dict[str, list[int]]:
     else:
         pytest.skip("cudaTypedefs.h (nvidia-cuda-runtime-cu12) not installed")
     versions: dict[str, list[int]] = {}
-    for name, v in re.findall(r"typedef \w+ ?\(CUDAAPI \*PFN_(cu\w+?)_v(\d+)\)", header.read_text()):
+    typedef = r"typedef \w+ ?\(CUDAAPI \*PFN_(cu\w+?)_v(\d+)\)"
+    for name, v in re.findall(typedef, header.read_text()):
         versions.setdefault(name, []).append(int(v))
     return versions
 

@@ -163,9 +163,7 @@ def test_refuses_ptx_newer_than_cuda_12(good_wheel, tmp_path, cfg):
     patched = tmp_path / "ptx90.so"
     patched.write_bytes(data.replace(b".version 8.8", b".version 9.0"))
     with pytest.raises(release_gates.GateFailure, match=r"PTX ISA newer than 8\.8: sm_120: 9\.0"):
-        release_gates.gate_cuda12_device_code(
-            repack(good_wheel, tmp_path, replace_so=patched), cfg
-        )
+        release_gates.gate_cuda12_device_code(repack(good_wheel, tmp_path, replace_so=patched), cfg)
 
 
 def test_refuses_cubin_from_cuda_13(good_wheel, tmp_path, cfg):
@@ -181,7 +179,8 @@ def test_refuses_cubin_from_cuda_13(good_wheel, tmp_path, cfg):
          src, "-o", so],
         check=True,
     )  # fmt: skip
-    with pytest.raises(release_gates.GateFailure, match=r"cubins not from CUDA 12\.9: sm_90: 13\.") as exc:
+    refused = r"cubins not from CUDA 12\.9: sm_90: 13\."
+    with pytest.raises(release_gates.GateFailure, match=refused) as exc:
         release_gates.gate_cuda12_device_code(repack(good_wheel, tmp_path, replace_so=so), cfg)
     assert ">= 525.60.13" in exc.value.reason
 
