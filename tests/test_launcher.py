@@ -31,7 +31,7 @@ def harness_entry_points() -> dict[str, int]:
     text = HARNESS.read_text()
     return {
         name: int(v)
-        for pfn, v, name in re.findall(r"\(PFN_(cu\w+)_v(\d+)\)entry_point\(\"(cu\w+)\"\)", text)
+        for pfn, v, name in re.findall(r"\(PFN_(cu\w+)_v(\d+)\)entry_point\(\s*\"(cu\w+)\"\)", text)
         if pfn == name
     }
 
@@ -56,7 +56,9 @@ def abi_versions() -> dict[str, list[int]]:
 def test_lists_are_complete():
     entry = launcher_entry_points()
     assert {"cuInit", "cuLibraryLoadData", "cuLibraryGetKernel", "cuLaunchKernel"} <= set(entry)
-    assert {"cuMemAlloc", "cuMemcpyDtoH"} <= set(harness_entry_points())
+    harness = harness_entry_points()
+    assert {"cuMemAlloc", "cuMemcpyDtoH"} <= set(harness)
+    assert len(harness) == len(re.findall(r"entry_point\(\s*\"", HARNESS.read_text()))
     # Every driver call in the launcher goes through the list.
     called = set(re.findall(r"\.(cu[A-Z]\w+)\(", LAUNCHER.read_text()))
     assert called <= set(entry), called - set(entry)
