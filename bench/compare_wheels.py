@@ -42,7 +42,7 @@ impls = {"torch.add": torch.add, "my_add": cuda_ext_example.my_add,
          "my_fast_add": cuda_ext_example.my_fast_add}
 out["host_us"] = best_host_times(impls, a, b, settings.host_calls, settings.host_repeats)
 out["device_code"] = cuda_ext_example.BUILD_INFO.get("device_compiler") or \
-    cuda_ext_example.BUILD_INFO.get("nvcc")
+    cuda_ext_example.BUILD_INFO.get("nvcc")  # wheels built before NVRTC
 print("RESULT " + json.dumps(out))
 """
 

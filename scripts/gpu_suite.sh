@@ -20,7 +20,7 @@ export PYTHONPATH=$site
   echo "wheel: $(basename "$wheel")"
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap --format=csv,noheader
   python3 -c 'import sys, torch; print("python", sys.version.split()[0], "| torch", torch.__version__, "| CUDA", torch.version.cuda)'
-  nvcc --version | tail -1 || true
+  python3 -c "import json, sys; sys.path.insert(0, \"$site\"); import cuda_ext_example as c; print(\"device code:\", c.BUILD_INFO.get(\"device_compiler\"))" || true
 } | tee "$log"
 
 # -P: keep the source tree off sys.path, so the installed wheel is what is tested.
