@@ -1,7 +1,8 @@
 """Builds cuda_ext_example._C; everything declarative lives in pyproject.toml.
 
 The extension is compiled by buildtools/ (NVRTC for the device code, zig for the
-host code and the glibc-2.17 link), tagged abi3 for CPython >= 3.10.
+host code and the glibc-2.17 link), tagged abi3 for the oldest CPython that
+pyproject.toml's python-limited-api names.
 """
 
 import sys
@@ -9,7 +10,8 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # buildtools/, next to this file
+from buildtools import config  # noqa: E402
 from buildtools.build_ext import ZigNvrtcBuildExt  # noqa: E402
 
 setup(
@@ -21,5 +23,5 @@ setup(
         )
     ],
     cmdclass={"build_ext": ZigNvrtcBuildExt},
-    options={"bdist_wheel": {"py_limited_api": "cp310"}},
+    options={"bdist_wheel": {"py_limited_api": config.load().abi_tag}},
 )

@@ -1,6 +1,6 @@
 """Two builds of the wheel, one GPU session: my_fast_add's ratio to torch.add and host time.
 
-    python bench/compare_wheels.py NAME=SITE_DIR NAME=SITE_DIR [--passes 2]
+    python -m bench.compare_wheels NAME=SITE_DIR NAME=SITE_DIR [--passes 2]
 
 Each SITE_DIR holds one installed cuda_ext_example (pip install --target). Every pass
 runs each wheel in a fresh process, alternating (A B A B ...), so drift of the machine
@@ -23,10 +23,9 @@ SIZES = range(20, 29)
 DTYPES = ("float32", "bfloat16")
 
 CHILD = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
+import json
 import torch, cuda_ext_example
-from benchmark import Settings, bench_ms, best_host_times, make_inputs
+from scripts.bench.benchmark import Settings, bench_ms, best_host_times, make_inputs
 settings = Settings(25, 100, 2000, 7, False)
 out = {"kernel": {}, "host_us": {}}
 for dtype in %(dtypes)r:
@@ -49,9 +48,9 @@ print("RESULT " + json.dumps(out))
 
 def run_child(site: str) -> dict:
     code = CHILD % {"dtypes": DTYPES, "sizes": list(SIZES)}
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([site, str(ROOT / "scripts")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([site, str(ROOT)]))
     result = subprocess.run(
-        [sys.executable, "-P", "-c", code, site], capture_output=True, text=True, env=env
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, env=env
     )
     if result.returncode != 0:
         raise SystemExit(result.stdout + result.stderr)

@@ -12,15 +12,11 @@ of 2000 calls.
 """
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 
 import cuda_ext_example
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from benchmark import best_host_times, time_host_calls  # noqa: E402
+from scripts.bench.benchmark import best_host_times, time_host_calls
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--device", default="cuda")

@@ -23,10 +23,8 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-import benchmark  # noqa: E402  (scripts/benchmark.py)
-from bench_report import record_from_rounds  # noqa: E402
+from scripts.bench import benchmark
+from scripts.bench.report import record_from_rounds
 
 PEERS = ("torch.add", "torch.compile", "triton")
 DTYPE_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}

@@ -102,6 +102,7 @@ def build_record(cfg: config.BuildConfig, compiler: str) -> dict:
         "version": cfg.version,
         "git_commit": commit,
         "git_dirty": dirty,
+        "dtypes": [dtype.name for dtype in device_code.kernel_table()[1]],
         "device_compiler": compiler,
         "device_cuda": cfg.device_cuda,
         "min_driver": cfg.min_driver,

@@ -39,6 +39,11 @@ class BuildConfig:
         return f"0x{major:02X}{minor:02X}0000"
 
     @property
+    def abi_tag(self) -> str:
+        """The wheel's Python tag: 'cp310' for python-limited-api 3.10."""
+        return "cp" + self.python_limited_api.replace(".", "")
+
+    @property
     def arch_summary(self) -> str:
         sass = " ".join(f"sm_{a}" for a in self.sass_archs)
         return f"SASS {sass}; PTX compute_{self.ptx_arch}"

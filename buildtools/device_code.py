@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+import sys
 import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,8 @@ class Dtype:
     id: str
     device_type: str
     size: int
+    scalar_type: str  # torch's C++ ScalarType
+    name: str  # torch's Python name: torch.<name>
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,10 @@ def _macro_entries(text: str, macro: str) -> list[list[str]]:
 def kernel_table(header: Path = KERNEL_TABLE) -> tuple[list[Shape], list[Dtype]]:
     """The shapes and dtypes, in the order of the C enums of kernel_table.h."""
     text = header.read_text()
-    dtypes = [Dtype(i, t, int(s)) for i, t, s in _macro_entries(text, "CEE_FOR_EACH_DTYPE")]
+    dtypes = [
+        Dtype(i, t, int(s), st, name)
+        for i, t, s, st, name in _macro_entries(text, "CEE_FOR_EACH_DTYPE")
+    ]
     shape_entries = _macro_entries(text, "CEE_FOR_EACH_SHAPE")
     shapes = [Shape(i, int(a), int(b), int(p)) for i, a, b, p in shape_entries]
     return shapes, dtypes
@@ -84,8 +90,9 @@ def kernel_table(header: Path = KERNEL_TABLE) -> tuple[list[Shape], list[Dtype]]
 
 
 def _site_packages() -> list[Path]:
+    """Where the build's Python finds packages: its site-packages, then sys.path."""
     paths = sysconfig.get_paths()
-    return [Path(p) for p in dict.fromkeys((paths["purelib"], paths["platlib"]))]
+    return [Path(p) for p in dict.fromkeys([paths["purelib"], paths["platlib"], *sys.path]) if p]
 
 
 def pypi_path(package: str, sub: str) -> Path:
@@ -213,7 +220,8 @@ def compile_kernels(
     """{target: CUBIN (sm_XX) or PTX (compute_XX)} and the lowered names, one compile each."""
     shapes, dtypes = kernel_table()
     expressions = [shape.expression(dtype) for shape in shapes for dtype in dtypes]
-    options = ["--std=c++17", *(f"--include-path={d}" for d in includes)]
+    # csrc/ for add_as_torch.h, the element rule shared with the host code.
+    options = ["--std=c++17", f"--include-path={CSRC}", *(f"--include-path={d}" for d in includes)]
     source = KERNEL_SOURCE.read_text()
     images, lowered = {}, None
     for target in targets:

@@ -10,14 +10,17 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "add_as_torch.h"
+
 namespace cee {
 
-// a + b exactly as torch.add computes it: reduced floats in float32 then
-// rounded to nearest even; integers wrap around (done in unsigned arithmetic
-// because signed overflow is undefined behaviour in C++).
+// a + b exactly as torch.add computes it (add_as_torch.h); the CUDA 16-bit
+// float types add in float32 and round to nearest even, like c10's.
 template <typename T>
 struct Add {
-  __device__ __forceinline__ static T apply(T a, T b) { return a + b; }
+  __device__ __forceinline__ static T apply(T a, T b) {
+    return add_as_torch(a, b);
+  }
 };
 template <>
 struct Add<__half> {
@@ -32,22 +35,6 @@ struct Add<__nv_bfloat16> {
     return __float2bfloat16_rn(__bfloat162float(a) + __bfloat162float(b));
   }
 };
-// Signed S added as its unsigned twin U, then converted back: wraps like torch.
-template <typename S, typename U>
-struct WrappingAdd {
-  __device__ __forceinline__ static S apply(S a, S b) {
-    return (S)((U)a + (U)b);
-  }
-};
-template <>
-struct Add<signed char> : WrappingAdd<signed char, unsigned char> {};
-template <>
-struct Add<short> : WrappingAdd<short, unsigned short> {};
-template <>
-struct Add<int> : WrappingAdd<int, unsigned int> {};
-template <>
-struct Add<long long> : WrappingAdd<long long, unsigned long long> {};
-
 // The baseline: one element per thread, 64-bit index.
 template <typename T>
 __global__ void add_simple_kernel(const T* __restrict__ a,

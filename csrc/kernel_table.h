@@ -1,25 +1,29 @@
-// The one table of what the device code is instantiated for. Plain C macros:
-// read by the host code (zig), and by buildtools/device_code.py, which turns
-// every (shape, dtype) pair into an NVRTC name expression, e.g.
+// The one table of the dtypes and kernel shapes. Plain C macros, read by the
+// host code (ops.cpp: torch dtype checks and CPU kernels; launcher.cpp), and by
+// buildtools/device_code.py, which turns every (shape, dtype) pair into an
+// NVRTC name expression, e.g.
 //   cee::add_vectorized_kernel<float, 16, 256, 4>
-// and records the lowered (mangled) name NVRTC gives it for the launcher.
+// records the lowered (mangled) name NVRTC gives it for the launcher, and
+// writes the dtype names into the build record
+// (cuda_ext_example.SUPPORTED_DTYPES).
 //
 // Every kernel takes the same parameters, in this order (the launcher passes
 // them to cuLaunchKernel as an array of pointers):
 //   const T* a, const T* b, T* out, long long n
 #pragma once
 
-// X(id, device type as NVRTC spells it, size in bytes)
-#define CEE_FOR_EACH_DTYPE(X)   \
-  X(FLOAT16, __half, 2)         \
-  X(BFLOAT16, __nv_bfloat16, 2) \
-  X(FLOAT32, float, 4)          \
-  X(FLOAT64, double, 8)         \
-  X(INT8, signed char, 1)       \
-  X(INT16, short, 2)            \
-  X(INT32, int, 4)              \
-  X(INT64, long long, 8)        \
-  X(UINT8, unsigned char, 1)
+// X(id, device type as NVRTC spells it, size in bytes, torch ScalarType,
+//   torch's Python name)
+#define CEE_FOR_EACH_DTYPE(X)                       \
+  X(FLOAT16, __half, 2, Half, float16)              \
+  X(BFLOAT16, __nv_bfloat16, 2, BFloat16, bfloat16) \
+  X(FLOAT32, float, 4, Float, float32)              \
+  X(FLOAT64, double, 8, Double, float64)            \
+  X(INT8, signed char, 1, Char, int8)               \
+  X(INT16, short, 2, Short, int16)                  \
+  X(INT32, int, 4, Int, int32)                      \
+  X(INT64, long long, 8, Long, int64)               \
+  X(UINT8, unsigned char, 1, Byte, uint8)
 
 // X(id, bytes per access, threads per block, accesses per thread).
 // 0 bytes per access: add_simple_kernel, one element per thread (my_add).

@@ -204,7 +204,7 @@ constexpr ShapeInfo kShapes[] = {
 #undef CEE_SHAPE_INFO
 };
 constexpr int kDtypeSize[] = {
-#define CEE_DTYPE_SIZE(id, type, size) size,
+#define CEE_DTYPE_SIZE(id, type, size, ...) size,
     CEE_FOR_EACH_DTYPE(CEE_DTYPE_SIZE)
 #undef CEE_DTYPE_SIZE
 };
@@ -213,7 +213,7 @@ constexpr int kDtypeSize[] = {
 // thread (enough blocks to fill the GPU); up to 64 MiB, four per thread (more
 // bytes in flight per thread); above, one 8-byte access per thread in
 // 512-thread blocks, the shape torch.compile's autotuner picks for a large add,
-// which streamed fastest there (bench/NOTES.md). A slice such as x[1:] is not
+// which streamed fastest there. A slice such as x[1:] is not
 // aligned to the access: such inputs take the scalar kernel (correct, not
 // vectorized).
 constexpr int64_t kSmallBytes = int64_t(2) << 20;

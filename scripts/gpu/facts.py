@@ -1,0 +1,61 @@
+"""The one header every GPU-machine log starts with: date, GPUs, driver, versions."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from datetime import datetime, timezone
+
+
+def driver_version() -> str:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        return out.splitlines()[0].strip()
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return "unknown (no nvidia-smi)"
+
+
+def machine_facts(now: datetime | None = None) -> dict[str, str]:
+    """Ordered facts for a log header; torch, Triton and the package where installed."""
+    now = now or datetime.now(timezone.utc)
+    facts = {"date": now.strftime("%Y-%m-%d %H:%M UTC"), "python": platform.python_version()}
+    try:
+        import torch
+    except ImportError:
+        return facts
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    facts.update(
+        {
+            "GPU": ", ".join(gpus) or "none",
+            "driver": driver_version() if gpus else "none",
+            "torch": torch.__version__,
+            "CUDA": str(torch.version.cuda),
+        }
+    )
+    try:
+        import triton
+
+        facts["triton"] = triton.__version__
+    except ImportError:
+        pass
+    try:
+        import cuda_ext_example
+
+        record = cuda_ext_example.BUILD_INFO
+        facts["cuda_ext_example"] = (
+            f"{cuda_ext_example.__version__} ({record.get('git_commit', '?')[:12]}, "
+            f"device code by {record.get('device_compiler', '?')})"
+        )
+    except ImportError as exc:
+        facts["cuda_ext_example"] = f"not importable: {exc}"
+    return facts
+
+
+def header(now: datetime | None = None) -> str:
+    return "\n".join(f"{k}: {v}" for k, v in machine_facts(now).items())

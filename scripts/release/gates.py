@@ -1,0 +1,265 @@
+"""Blocking checks on a repaired wheel before it may be uploaded.
+
+Each gate returns nothing when the wheel passes and raises GateFailure with the
+reason and the fix when it does not. Run them all with `run_gates(wheel)`, or
+from the command line: python -m scripts.release gates WHEEL
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+from buildtools import config
+from buildtools.toolchain import torch_paths
+
+ROOT = config.ROOT
+
+
+def _package_module(name: str):
+    """A module of cuda_ext_example loaded by path: importing the package itself
+    would load the compiled extension, which the release venv need not have."""
+    path = ROOT / "src" / "cuda_ext_example" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_cee_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+binary_info = _package_module("binary_info")
+shim_versions = _package_module("shim_versions")
+
+# Everything the extension may link against: torch's CPU library (from the
+# user's torch) and the glibc parts manylinux2014 guarantees. Neither the CUDA
+# runtime nor libcuda: the launcher opens libcuda.so.1 itself at the first CUDA call.
+ALLOWED_NEEDED = frozenset(
+    {
+        "libtorch_cpu.so",
+        "libc.so.6",
+        "libm.so.6",
+        "libdl.so.2",
+        "libpthread.so.0",
+        "librt.so.1",
+        "ld-linux-x86-64.so.2",
+    }
+)
+EXTENSION = "cuda_ext_example/_C.abi3.so"
+
+
+class GateFailure(Exception):
+    def __init__(self, gate: str, reason: str, fix: str):
+        super().__init__(f"[{gate}] {reason}\n  how to fix: {fix}")
+        self.gate = gate
+        self.reason = reason
+
+
+def venv_tool(name: str) -> str:
+    """A console script of the running venv (the release tools are pinned there)."""
+    candidate = Path(sys.executable).parent / name
+    return str(candidate) if candidate.exists() else name
+
+
+def _run_tool(gate: str, cmd: list[str], fix: str) -> None:
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        output = (result.stdout + result.stderr).strip()
+        raise GateFailure(gate, f"`{' '.join(cmd[:2])} ...` failed:\n{output}", fix)
+
+
+def gate_abi3audit(wheel: Path) -> None:
+    _run_tool(
+        "abi3audit",
+        [venv_tool("abi3audit"), "--strict", "--report", str(wheel)],
+        "use only the Python limited API of 3.10 in csrc/ (Py_LIMITED_API=0x030A0000)",
+    )
+
+
+def gate_twine_check(wheel: Path) -> None:
+    _run_tool(
+        "twine-check",
+        [venv_tool("twine"), "check", "--strict", str(wheel)],
+        "fix the package metadata in pyproject.toml (README must render)",
+    )
+
+
+def gate_check_wheel_contents(wheel: Path) -> None:
+    _run_tool(
+        "check-wheel-contents",
+        [venv_tool("check-wheel-contents"), str(wheel)],
+        "remove stray or duplicate files from the package (see the codes above)",
+    )
+
+
+def gate_abi3_tag(wheel: Path) -> None:
+    tags = _wheel_tags(wheel)
+    bad = [t for t in tags if not t.startswith("cp310-abi3-")]
+    extensions = _shared_objects(wheel)
+    if bad or not tags:
+        raise GateFailure(
+            "abi3-tag",
+            f"wheel tags {tags} are not all cp310-abi3",
+            "build with py_limited_api=cp310 (setup.py options) and Extension(py_limited_api=True)",
+        )
+    non_abi3 = [n for n in extensions if n.endswith(".so") and not n.endswith(".abi3.so")]
+    if non_abi3:
+        raise GateFailure(
+            "abi3-tag",
+            f"extension {non_abi3} is built for one CPython version, not abi3",
+            "build the extension with py_limited_api=True so it is named *.abi3.so",
+        )
+
+
+def gate_elf(wheel: Path, cfg: config.BuildConfig) -> None:
+    shared = _shared_objects(wheel)
+    grafted = [n for n in shared if n != EXTENSION]
+    if grafted:
+        raise GateFailure(
+            "elf-audit",
+            f"libraries were grafted into the wheel: {grafted}",
+            "exclude them in auditwheel repair (torch and CUDA libraries come from the "
+            "user's torch and driver): see REPAIR_EXCLUDES in the Makefile",
+        )
+    with binary_info.extension_in(wheel) as so:
+        needed = binary_info.needed_libraries(so)
+        unexpected = sorted(set(needed) - ALLOWED_NEEDED)
+        if unexpected:
+            raise GateFailure(
+                "elf-audit",
+                f"{EXTENSION} needs {unexpected}, which are not on the allowlist "
+                f"{sorted(ALLOWED_NEEDED)}",
+                "link only against libtorch_cpu.so (buildtools/build_ext.py): no CUDA runtime "
+                "(the launcher uses the driver API), never libstdc++",
+            )
+        newest = binary_info.newest_version(so, "GLIBC_")
+        if newest and binary_info.version_key(newest) > binary_info.version_key(cfg.glibc):
+            raise GateFailure(
+                "elf-audit",
+                f"{EXTENSION} needs {newest}, newer than GLIBC_{cfg.glibc} (manylinux2014)",
+                f"link with zig's x86_64-linux-gnu.{cfg.glibc} target (buildtools/build_ext.py), "
+                "not with the system compiler",
+            )
+        cxx = binary_info.newest_version(so, "GLIBCXX_")
+        if cxx:
+            raise GateFailure(
+                "elf-audit",
+                f"{EXTENSION} needs libstdc++ ({cxx})",
+                "link the C++ runtime statically (zig's libc++)",
+            )
+        exported = binary_info.exported_symbols(so)
+        if exported != ["PyInit__C"]:
+            raise GateFailure(
+                "elf-audit",
+                f"{EXTENSION} exports {exported[:10]}, not only PyInit__C",
+                "keep csrc/exports.map as the linker version script",
+            )
+
+
+def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
+    want_sass = [f"sm_{a}" for a in cfg.sass_archs]
+    want_ptx = [f"sm_{cfg.ptx_arch}"]
+    with binary_info.extension_in(wheel) as so:
+        code = binary_info.device_code(so)
+    missing = [a for a in want_sass if a not in code["sass"]]
+    if missing or code["ptx"] != want_ptx:
+        raise GateFailure(
+            "device-code",
+            f"{EXTENSION} carries SASS {code['sass']} and PTX {code['ptx']}; promised SASS "
+            f"{want_sass} and PTX {want_ptx} (missing SASS: {missing})",
+            "build with the arch list of pyproject.toml [tool.cuda_ext_example] "
+            "(buildtools/device_code.py)",
+        )
+
+
+def _arch_versions(found: dict[str, tuple[int, int]]) -> str:
+    return ", ".join(f"{arch}: {v[0]}.{v[1]}" for arch, v in found.items()) or "none"
+
+
+def gate_cuda12_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
+    """Device code no newer than the promised driver floor can run: every cubin from a
+    CUDA <device-cuda> compiler of the same major, PTX ISA <= <ptx-isa>."""
+    newest = binary_info.version_key(cfg.device_cuda)[:2]
+    isa = binary_info.version_key(cfg.ptx_isa)[:2]
+    with binary_info.extension_in(wheel) as so:
+        toolkits = binary_info.cubin_toolkits(so)
+        ptx = binary_info.ptx_isa_versions(so)
+    wrong = {a: v for a, v in toolkits.items() if v[0] != newest[0] or v > newest}
+    too_new = {a: v for a, v in ptx.items() if v > isa}
+    if wrong or too_new or not toolkits:
+        raise GateFailure(
+            "cuda12-device-code",
+            f"{EXTENSION} needs a newer driver than it promises (CUDA {cfg.min_driver_cuda}, "
+            f">= {cfg.min_driver}): cubins not from CUDA {cfg.device_cuda}: "
+            f"{_arch_versions(wrong)}; PTX ISA newer than {cfg.ptx_isa}: {_arch_versions(too_new)}"
+            + ("" if toolkits else "; no cubin found"),
+            f"compile the device code with NVRTC {cfg.device_cuda} (buildtools/device_code.py, "
+            "requirements/build.txt), never with a CUDA 13 nvcc or NVRTC",
+        )
+
+
+def gate_torch_shims(wheel: Path, cfg: config.BuildConfig, torch_include: Path) -> None:
+    target = tuple(int(x) for x in cfg.torch_target.split("."))
+    known = shim_versions.shim_versions(torch_include)
+    with binary_info.extension_in(wheel) as so:
+        imported = shim_versions.torch_shims(binary_info.undefined_symbols(so))
+    too_new = {s: known[s] for s in imported if s in known and known[s] > target}
+    unknown = [s for s in imported if s not in known]
+    if too_new or unknown:
+        detail = ", ".join(f"{s} (torch {'.'.join(map(str, v))})" for s, v in too_new.items())
+        raise GateFailure(
+            "torch-shims",
+            f"{EXTENSION} imports shims newer than torch {cfg.torch_target}: {detail or 'none'}; "
+            f"not in torch's stable shim headers: {unknown or 'none'}",
+            f"compile with -DTORCH_TARGET_VERSION for {cfg.torch_target} and use only stable "
+            "shims; look up what a newer one needs at run time (as csrc/ops.cpp does for the "
+            "CUDA stream)",
+        )
+
+
+def _wheel_tags(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/WHEEL")]
+        text = zf.read(name).decode()
+    return [line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("Tag: ")]
+
+
+def _shared_objects(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as zf:
+        return [n for n in zf.namelist() if ".so" in Path(n).name]
+
+
+def all_gates(cfg: config.BuildConfig, torch_include: Path) -> list[tuple[str, Callable]]:
+    return [
+        ("abi3 tag", gate_abi3_tag),
+        ("abi3audit --strict", gate_abi3audit),
+        ("twine check --strict", gate_twine_check),
+        ("check-wheel-contents", gate_check_wheel_contents),
+        ("ELF audit", lambda w: gate_elf(w, cfg)),
+        ("device code", lambda w: gate_device_code(w, cfg)),
+        (
+            f"device code runs on driver >= {cfg.min_driver}",
+            lambda w: gate_cuda12_device_code(w, cfg),
+        ),
+        (f"torch shims <= {cfg.torch_target}", lambda w: gate_torch_shims(w, cfg, torch_include)),
+    ]
+
+
+def run_gates(wheel: Path, log=print) -> None:
+    """Runs every gate in order; the first failure raises GateFailure."""
+    cfg = config.load()
+    torch_include, _ = torch_paths()
+    for name, gate in all_gates(cfg, torch_include):
+        gate(Path(wheel))
+        log(f"  gate ok: {name}", flush=True)
+
+
+if __name__ == "__main__":
+    try:
+        for path in sys.argv[1:]:
+            run_gates(Path(path))
+    except GateFailure as failure:
+        print(f"REFUSED: {failure}", file=sys.stderr)
+        sys.exit(1)

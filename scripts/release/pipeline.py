@@ -1,0 +1,340 @@
+"""The release pipeline: build, auditwheel show, repair, gates, upload, prove.
+
+    python -m scripts.release release [--wheel WHEEL] [--repository local|testpypi|pypi]
+    python -m scripts.release repair WHEEL      # auditwheel show + repair only (make repair)
+    python -m scripts.release gates WHEEL       # the blocking gates only
+
+With no --repository, `release` starts a real package index (pypiserver) on
+127.0.0.1, uploads there, installs cuda_ext_example from it into a fresh venv
+and runs `python -m cuda_ext_example smoke-test` there: the whole path, on any machine.
+Every step prints its start and its time; the first failure stops the run with
+what was wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from contextlib import ExitStack
+from pathlib import Path
+
+from buildtools import config
+
+from .gates import GateFailure, run_gates, venv_tool
+from .local_index import files_on_index, local_index
+
+ROOT = config.ROOT
+
+PLATFORM = "manylinux2014_x86_64"
+# Never bundled: these come from the user's torch and NVIDIA driver. Bundling
+# them would load a second copy next to torch's (or pin one CUDA/torch build).
+REPAIR_EXCLUDES = (
+    "libtorch_cpu.so",
+    "libtorch_python.so",
+    "libc10.so",
+    "libtorch*",
+    "libc10*",
+    "libshm*",
+    "libcudart.so*",
+    "libcuda.so*",
+    "libnvrtc*",
+    "libcublas*",
+    "libgomp*",
+)
+SIMPLE_URLS = {"pypi": "https://pypi.org/simple/", "testpypi": "https://test.pypi.org/simple/"}
+NOTEBOOK = ROOT / "notebooks" / "colab_smoke_test.ipynb"
+DEFAULT_OUT = ROOT / "build" / "release"
+
+
+class StepFailure(Exception):
+    def __init__(self, reason: str, fix: str):
+        super().__init__(f"{reason}\n  how to fix: {fix}")
+
+
+def run(cmd: list[str], fix: str, **kwargs) -> subprocess.CompletedProcess:
+    """Runs a command, echoing it; its failure stops the pipeline with `fix`."""
+    print("  +", " ".join(str(c) for c in cmd), flush=True)
+    result = subprocess.run([str(c) for c in cmd], **kwargs)
+    if result.returncode != 0:
+        raise StepFailure(f"`{Path(str(cmd[0])).name} ...` exited with {result.returncode}", fix)
+    return result
+
+
+class Pipeline:
+    def __init__(self, steps: int):
+        self.total = steps
+        self.done = 0
+
+    def step(self, name: str, func, *args):
+        self.done += 1
+        print(f"\n==> [{self.done}/{self.total}] {name}", flush=True)
+        start = time.monotonic()
+        try:
+            result = func(*args)
+        except (StepFailure, GateFailure) as failure:
+            took = time.monotonic() - start
+            print(f"<== FAILED: {name} after {took:.1f} s\n{failure}", file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
+        print(f"<== {name}: ok ({time.monotonic() - start:.1f} s)", flush=True)
+        return result
+
+
+# ------------------------------------------------------------------ the steps
+
+
+def build_wheel_and_sdist(given_wheel: Path | None, out: Path) -> tuple[Path, Path]:
+    dist = out / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    fix = "see the compiler output above; `make wheel` builds the same way"
+    if given_wheel is None:
+        run(
+            [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", dist, ROOT],
+            fix,
+        )
+        (given_wheel,) = dist.glob("*.whl")
+    run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", dist, ROOT], fix)
+    (sdist,) = dist.glob("*.tar.gz")
+    return Path(given_wheel), sdist
+
+
+def auditwheel_show(wheel: Path) -> None:
+    run(
+        [venv_tool("auditwheel"), "show", wheel],
+        "auditwheel could not read the wheel; is it a Linux x86_64 wheel?",
+    )
+
+
+def auditwheel_repair(wheel: Path, out_dir: Path) -> Path:
+    shutil.rmtree(out_dir, ignore_errors=True)
+    excludes = [arg for pattern in REPAIR_EXCLUDES for arg in ("--exclude", pattern)]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    run(
+        [venv_tool("auditwheel"), "repair", "--plat", PLATFORM, *excludes, "-w", out_dir, wheel],
+        f"the binary needs something {PLATFORM} does not allow (see auditwheel's message); "
+        "the extension must be linked by zig for glibc 2.17 (buildtools/build_ext.py)",
+        env=env,
+    )
+    (repaired,) = out_dir.glob("*.whl")
+    return repaired
+
+
+def gates(wheel: Path, sdist: Path | None) -> None:
+    run_gates(wheel)
+    if sdist is not None:
+        run(
+            [venv_tool("twine"), "check", "--strict", sdist],
+            "fix the sdist metadata in pyproject.toml",
+        )
+
+
+def refuse_existing(simple_url: str, files: list[Path]) -> None:
+    version = config.load().version
+    existing = files_on_index(simple_url, "cuda_ext_example")
+    clash = [f.name for f in files if f.name in existing]
+    same_version = [name for name in existing if f"-{version}-" in name or f"-{version}." in name]
+    if clash or same_version:
+        raise StepFailure(
+            f"version {version} is already on {simple_url} ({sorted(set(clash + same_version))}); "
+            "an index never takes the same version twice",
+            "bump [project] version in pyproject.toml and release again",
+        )
+
+
+def upload(repository_args: list[str], files: list[Path], env: dict) -> None:
+    # Credentials come from twine's own config (~/.pypirc, keyring) or TWINE_*
+    # environment variables; they are never on the command line or printed.
+    run(
+        [venv_tool("twine"), "upload", "--non-interactive", "--disable-progress-bar",
+         *repository_args, *files],
+        "see twine's message (credentials: TWINE_USERNAME/TWINE_PASSWORD or ~/.pypirc)",
+        env=env,
+    )  # fmt: skip
+
+
+def make_venv(path: Path, system_site_packages: bool = False) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    venv.EnvBuilder(with_pip=True, clear=True, system_site_packages=system_site_packages).create(
+        path
+    )
+    return path / "bin" / "python"
+
+
+def prove(simple_url: str, torch_spec: str | None, notebook: bool, out: Path) -> None:
+    """Fresh venv, torch first (so the resolver never pulls a multi-GB CUDA
+    torch), then cuda_ext_example from the index, then the smoke test.
+    torch_spec None: the venv sees this Python's packages (torch, and the notebook
+    tools), for a machine with no network such as a lent GPU."""
+    python = make_venv(out / "verify-venv", system_site_packages=torch_spec is None)
+    pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    if torch_spec is not None:
+        extra = ["ipykernel", "nbclient", "nbformat"] if notebook else []
+        run([*pip, torch_spec, *extra], f"could not install {torch_spec} (use --torch)")
+    env = dict(os.environ, PIP_INDEX_URL=simple_url, PIP_NO_CACHE_DIR="1")
+    if notebook:
+        # The notebook's own `!pip install cuda_ext_example` is the install step.
+        execute_notebook(python, env, out / "colab_smoke_test.executed.ipynb")
+    else:
+        run([*pip, "--index-url", simple_url, "cuda_ext_example"], "see pip's message", env=env)
+    with tempfile.TemporaryDirectory() as tmp:  # not the source tree: test the install
+        run(
+            [python, "-m", "cuda_ext_example", "smoke-test"],
+            "the installed package gave wrong results or failed to import (see above)",
+            cwd=tmp,
+        )
+
+
+def execute_notebook(python: Path, env: dict, executed: Path) -> None:
+    code = (
+        "import sys, nbformat, nbclient\n"
+        "nb = nbformat.read(sys.argv[1], as_version=4)\n"
+        "nbclient.NotebookClient(nb, timeout=900, kernel_name='python3').execute()\n"
+        "nbformat.write(nb, sys.argv[2])\n"
+        "text = ''.join(o.get('text', '') for c in nb.cells for o in c.get('outputs', []))\n"
+        "print(text)\n"
+        "sys.exit(0 if 'SMOKE TEST PASSED' in text else 1)\n"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        run(
+            [python, "-c", code, NOTEBOOK, executed],
+            f"the notebook failed; the executed copy is {executed}",
+            env=env,
+            cwd=tmp,
+        )
+    print(f"  executed notebook written to {executed}")
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_repair(args) -> Path:
+    pipeline = Pipeline(3 if args.gate else 2)
+    pipeline.step("auditwheel show", auditwheel_show, args.wheel)
+    repaired = pipeline.step("auditwheel repair", auditwheel_repair, args.wheel, args.dest)
+    if args.gate:
+        pipeline.step("gates", gates, repaired, None)
+    return repaired
+
+
+def cmd_prove(args) -> None:
+    """The prove step alone, for built files: served by a local index (copied in, as an
+    upload would put them), installed into a fresh venv, smoke-tested."""
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as index_dir:
+        for path in args.files:
+            shutil.copy(path, index_dir)
+        with local_index(Path(index_dir), out / "pypiserver.log") as base:
+            print(f"  local index: {base} serving {[p.name for p in args.files]}")
+            torch_spec = None if args.system_torch else args.torch or default_torch_spec()
+            Pipeline(1).step(
+                "prove: fresh venv, pip install cuda_ext_example, smoke test",
+                prove, base + "simple/", torch_spec, args.notebook, out,
+            )  # fmt: skip
+
+
+def cmd_gates(args) -> None:
+    Pipeline(1).step("gates", gates, args.wheel, None)
+
+
+def default_torch_spec() -> str:
+    import importlib.metadata
+
+    version = importlib.metadata.version("torch").split("+")[0]
+    return f"torch=={version}"
+
+
+def cmd_release(args) -> None:
+    local = args.repository == "local"
+    steps = 5 + (1 if args.repository != "none" else 0) + (1 if local else 0)
+    pipeline = Pipeline(steps)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    wheel, sdist = pipeline.step("build wheel and sdist", build_wheel_and_sdist, args.wheel, out)
+    pipeline.step("auditwheel show", auditwheel_show, wheel)
+    repaired = pipeline.step("auditwheel repair", auditwheel_repair, wheel, out / "wheelhouse")
+    pipeline.step("gates", gates, repaired, sdist)
+    files = [repaired, sdist]
+    if args.repository == "none":
+        pipeline.step("ready (no upload)", lambda: print(f"  {repaired}\n  {sdist}"))
+        return
+    with ExitStack() as stack:
+        if local:
+            index_dir = args.index_dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            base = stack.enter_context(local_index(index_dir, out / "pypiserver.log"))
+            print(f"  local index: {base} (packages in {index_dir})")
+            simple = base + "simple/"
+            repo_args = ["--repository-url", base]
+            env = dict(os.environ, TWINE_USERNAME="local", TWINE_PASSWORD="local")
+        else:
+            simple = SIMPLE_URLS[args.repository]
+            repo_args = ["--repository", args.repository]
+            env = dict(os.environ)
+        pipeline.step(
+            f"check {simple} has no {config.load().version}", refuse_existing, simple, files
+        )
+        pipeline.step("upload", upload, repo_args, files, env)
+        if local:
+            pipeline.step(
+                "prove: fresh venv, pip install cuda_ext_example, smoke test",
+                prove, simple, None if args.system_torch else args.torch or default_torch_spec(),
+                args.notebook, out,
+            )  # fmt: skip
+    print("\nrelease done")
+
+
+def add_prove_options(parser) -> None:
+    parser.add_argument("--torch", help="torch to pre-install in the proving venv (default: ours)")
+    parser.add_argument(
+        "--notebook", action="store_true", help="also run the Colab notebook headless"
+    )
+    parser.add_argument(
+        "--system-torch",
+        action="store_true",
+        help="prove in a venv that sees this Python's torch (no network needed)",
+    )
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("release", help="build, show, repair, gate, upload, prove")
+    p.add_argument(
+        "--wheel", type=Path, help="use this built (unrepaired) wheel instead of building"
+    )
+    p.add_argument(
+        "--repository",
+        choices=["local", "testpypi", "pypi", "none"],
+        default="local",
+        help="local (default): a pypiserver started on 127.0.0.1; none: stop after the gates",
+    )
+    p.add_argument("--index-dir", type=Path, help="keep the local index's packages here")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where everything goes")
+    add_prove_options(p)
+    p.set_defaults(func=cmd_release)
+    q = sub.add_parser("prove", help="the prove step alone, for built files")
+    q.add_argument("files", type=Path, nargs="+", help="repaired wheel (and sdist) to serve")
+    q.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where everything goes")
+    add_prove_options(q)
+    q.set_defaults(func=cmd_prove)
+    q = sub.add_parser("repair", help="auditwheel show + repair (make repair, cibuildwheel)")
+    q.add_argument("wheel", type=Path)
+    q.add_argument("--dest", type=Path, default=ROOT / "wheelhouse")
+    q.add_argument("--gate", action="store_true", help="then run the gates on the result")
+    q.set_defaults(func=cmd_repair)
+    q = sub.add_parser("gates", help="the blocking gates only")
+    q.add_argument("wheel", type=Path)
+    q.set_defaults(func=cmd_gates)
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

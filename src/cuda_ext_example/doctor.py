@@ -1,0 +1,293 @@
+"""`python -m cuda_ext_example doctor`: will this wheel run here, and if not, why?
+
+Gathers the facts (Python, torch, driver, GPUs) into an Environment, judges
+them against the wheel's build record, then runs a tiny my_add on each device.
+The judging is pure (no torch, no GPU) so every mismatch can be tested.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+OK, WARN, FAIL = "ok", "warn", "FAIL"
+
+
+def cuda_version_number(version: str) -> int:
+    """'12.9' -> 12090, the encoding of cuDriverGetVersion() (1000 * major + 10 * minor)."""
+    major, minor = (int(x) for x in version.split(".")[:2])
+    return 1000 * major + 10 * minor
+
+
+def cuda_version_text(number: int) -> str:
+    return f"{number // 1000}.{number % 1000 // 10}"
+
+
+@dataclass
+class Gpu:
+    index: int
+    name: str
+    capability: tuple[int, int]
+
+
+@dataclass
+class Environment:
+    python: tuple[int, int]
+    torch_version: str | None  # None: torch is not installed
+    torch_cuda: str | None  # torch.version.cuda; None for a CPU-only build
+    driver: int | None  # cuDriverGetVersion(); None: no NVIDIA driver
+    gpus: list[Gpu] = field(default_factory=list)
+    load_error: str | None = None  # why `import cuda_ext_example` failed, if it did
+
+
+@dataclass
+class Finding:
+    level: str
+    topic: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"[{self.level:>4}] {self.topic}: {self.message}"
+
+
+def _arch_number(arch: str) -> int:
+    """'sm_90' / 'compute_120' / 'sm_90a' -> 90 / 120 / 90."""
+    return int("".join(ch for ch in arch.split("_", 1)[1] if ch.isdigit()))
+
+
+def judge_gpu(
+    gpu: Gpu, sass: list[str], ptx: str, driver: int | None = None, device_cuda: str | None = None
+) -> Finding:
+    """SASS for the exact arch, or an older minor of the same major (binary
+    compatible), runs as is; else PTX no newer than the GPU is JIT-compiled by
+    the driver at first call, if the driver knows that CUDA's PTX; else nothing
+    in the wheel can run there."""
+    major, minor = gpu.capability
+    cc = major * 10 + minor
+    label = f"cuda:{gpu.index} {gpu.name} (sm_{cc})"
+    sass_numbers = [_arch_number(a) for a in sass]
+    if cc in sass_numbers:
+        return Finding(OK, label, f"SASS sm_{cc} in the wheel")
+    same_major = [n for n in sass_numbers if n // 10 == major and n <= cc]
+    if same_major:
+        return Finding(OK, label, f"runs the wheel's sm_{max(same_major)} SASS (same major)")
+    if ptx and _arch_number(ptx) <= cc:
+        if driver and device_cuda and driver < cuda_version_number(device_cuda):
+            return Finding(
+                FAIL,
+                label,
+                f"no SASS for sm_{cc}, and the wheel's {ptx} PTX is CUDA {device_cuda}'s, which "
+                f"this CUDA {cuda_version_text(driver)} driver cannot JIT-compile: update the "
+                f"driver to one for CUDA >= {device_cuda}",
+            )
+        return Finding(
+            WARN,
+            label,
+            f"no SASS for sm_{cc}; the driver JIT-compiles the wheel's {ptx} PTX at the first "
+            "call (seconds; cached afterwards in ~/.nv/ComputeCache)",
+        )
+    return Finding(
+        FAIL,
+        label,
+        f"no code for sm_{cc}: the wheel has SASS {', '.join(sass)} and PTX {ptx}. "
+        f'Build from source for this GPU: add "{cc}" to sass-archs in pyproject.toml '
+        "(if the build's NVRTC supports it) and `make wheel`",
+    )
+
+
+def judge(env: Environment, record: dict) -> list[Finding]:
+    """Every finding about this machine against the wheel's build record (pure)."""
+    findings = []
+    if not record:
+        from ._loader import UNBUILT
+
+        findings.append(Finding(FAIL, "build", f"{UNBUILT}: `make install` in the checkout"))
+    findings += judge_python(env.python, record.get("python_limited_api"))
+    findings += judge_torch(env, record.get("torch_target"))
+    if env.load_error:
+        findings.append(Finding(FAIL, "import", env.load_error))
+
+    findings += judge_driver(env.driver, record)
+    if env.driver is not None and not env.gpus:
+        findings.append(Finding(WARN, "gpus", "driver present but torch sees no GPU"))
+    for gpu in env.gpus:
+        findings.append(
+            judge_gpu(
+                gpu,
+                record.get("sass_archs", []),
+                record.get("ptx_arch", ""),
+                env.driver,
+                record.get("device_cuda"),
+            )
+        )
+    return findings
+
+
+def judge_python(python: tuple[int, int], limited_api: str | None) -> list[Finding]:
+    py = ".".join(map(str, python))
+    if limited_api is None:
+        return [Finding(OK, "python", py)]
+    from ._loader import version_tuple
+
+    if python >= version_tuple(limited_api):
+        return [Finding(OK, "python", f"{py} (the wheel is abi3 for CPython >= {limited_api})")]
+    return [Finding(FAIL, "python", f"{py}; the wheel needs CPython >= {limited_api}")]
+
+
+def judge_torch(env: Environment, minimum: str | None) -> list[Finding]:
+    from ._loader import version_tuple
+
+    needs = f">={minimum}" if minimum else ""
+    if env.torch_version is None:
+        return [Finding(FAIL, "torch", f"not installed; pip install 'torch{needs}'")]
+    if minimum is None:
+        findings = [Finding(OK, "torch", env.torch_version)]
+    elif version_tuple(env.torch_version) >= version_tuple(minimum):
+        findings = [Finding(OK, "torch", f"{env.torch_version} (needs >= {minimum})")]
+    else:
+        findings = [
+            Finding(
+                FAIL,
+                "torch",
+                f"{env.torch_version} is older than {minimum}, the stable ABI this wheel "
+                f"targets; pip install -U 'torch>={minimum}'",
+            )
+        ]
+    if env.torch_cuda is None:
+        findings.append(
+            Finding(WARN, "torch CUDA", "CPU-only torch build: only the CPU kernels can run")
+        )
+    else:
+        findings.append(Finding(OK, "torch CUDA", f"built with CUDA {env.torch_cuda}"))
+    return findings
+
+
+def judge_driver(driver: int | None, record: dict) -> list[Finding]:
+    """CUDA minor-version compatibility: the wheel's CUDA 12 device code runs on any
+    driver of CUDA >= 12.0 (>= 525.60.13) for every GPU it has SASS for."""
+    floor = record.get("min_driver_cuda")
+    floor_driver = record.get("min_driver")
+    device_cuda = record.get("device_cuda")
+    if driver is None:
+        return [Finding(WARN, "driver", "no NVIDIA driver found (libcuda.so.1): CPU only")]
+    have = cuda_version_text(driver)
+    if not (floor and device_cuda):
+        return [Finding(OK, "driver", f"supports CUDA {have}")]
+    if driver < cuda_version_number(floor):
+        return [
+            Finding(
+                FAIL,
+                "driver",
+                f"CUDA {have} driver; the wheel's GPU kernels need a driver for CUDA >= {floor} "
+                f"(>= {floor_driver}). Update the NVIDIA driver",
+            )
+        ]
+    findings = [
+        Finding(
+            OK,
+            "driver",
+            f"supports CUDA {have}; the wheel's CUDA {device_cuda} device code needs >= {floor} "
+            f"(>= {floor_driver})",
+        )
+    ]
+    if driver < cuda_version_number(device_cuda):
+        findings.append(
+            Finding(
+                WARN,
+                "driver",
+                f"GPUs with SASS in the wheel run; a GPU newer than the wheel's archs would need "
+                f"the driver to JIT-compile CUDA {device_cuda} PTX, which needs a driver for "
+                f"CUDA >= {device_cuda}",
+            )
+        )
+    return findings
+
+
+# ------------------------------------------------------------- fact gathering
+
+
+def driver_version() -> int | None:
+    """cuDriverGetVersion through libcuda directly: works without nvidia-smi."""
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    version = ctypes.c_int(0)
+    if libcuda.cuDriverGetVersion(ctypes.byref(version)) != 0:
+        return None
+    return version.value
+
+
+def gather(load_error: ImportError | None) -> Environment:
+    env = Environment(
+        python=sys.version_info[:2],
+        torch_version=None,
+        torch_cuda=None,
+        driver=driver_version(),
+        load_error=str(load_error) if load_error else None,
+    )
+    try:
+        import torch
+    except ImportError:
+        return env
+    env.torch_version = torch.__version__
+    env.torch_cuda = torch.version.cuda
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            cap = torch.cuda.get_device_capability(i)
+            env.gpus.append(Gpu(i, torch.cuda.get_device_name(i), cap))
+    return env
+
+
+def tiny_runs(env: Environment) -> list[Finding]:
+    """my_add and my_fast_add on 5 int64 and 1000 float32 elements, per device."""
+    import torch
+
+    import cuda_ext_example
+
+    findings = []
+    devices = ["cpu"] + [f"cuda:{g.index}" for g in env.gpus]
+    for device in devices:
+        try:
+            for op in (cuda_ext_example.my_add, cuda_ext_example.my_fast_add):
+                a = torch.arange(5, device=device)
+                x = torch.randn(1000, device=device)
+                if not (torch.equal(op(a, a + 10), a + a + 10) and torch.equal(op(x, x), x + x)):
+                    raise RuntimeError(f"{op.__name__} gave a wrong result")
+            findings.append(Finding(OK, f"run on {device}", "my_add and my_fast_add match torch"))
+        except Exception as exc:  # report every failure, keep checking the other devices
+            findings.append(Finding(FAIL, f"run on {device}", f"{type(exc).__name__}: {exc}"))
+    return findings
+
+
+def main() -> int:
+    import cuda_ext_example
+
+    record = cuda_ext_example.BUILD_INFO
+    print(f"cuda_ext_example doctor ({platform.machine()}, {platform.platform()})")
+    if record:
+        print(
+            f"wheel: {record.get('version')} built {record.get('build_time_utc')} from "
+            f"{record.get('git_commit', '?')[:12]}{' (dirty)' if record.get('git_dirty') else ''}"
+            f", device code by {record.get('device_compiler')}\n"
+            f"       SASS {' '.join(record.get('sass_archs', []))}, PTX {record.get('ptx_arch')}, "
+            f"torch stable ABI {record.get('torch_target')}, glibc >= {record.get('glibc_floor')}, "
+            f"driver >= {record.get('min_driver')} (CUDA {record.get('min_driver_cuda')})"
+        )
+    else:
+        print(f"wheel: no build record next to {Path(__file__).parent}")
+    env = gather(cuda_ext_example.LOAD_ERROR)
+    findings = judge(env, record)
+    if cuda_ext_example.LOAD_ERROR is None:
+        findings += tiny_runs(env)
+    for finding in findings:
+        print(finding)
+    failed = [f for f in findings if f.level == FAIL]
+    print(
+        f"\nverdict: {'will NOT run as is' if failed else 'ready'} "
+        f"({len(failed)} problems, {sum(f.level == WARN for f in findings)} warnings)"
+    )
+    return 1 if failed else 0

@@ -1,0 +1,150 @@
+"""python -m cuda_ext_example inspect PATH [--ptx] [--sass] [--symbols]
+
+What a built binary (a wheel, or the extension .so itself) really contains:
+device code per architecture and the CUDA version that compiled it, the
+vectorized loads in PTX/SASS, dynamic symbols, DT_NEEDED, newest GLIBC/GLIBCXX
+versions, and the torch shim symbols with the oldest torch that provides each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from . import binary_info, shim_versions
+
+# 16-byte and 8-byte global loads, as PTX and SASS spell them (my_fast_add uses 16-byte
+# vectors, and 8-byte accesses for tensors over 64 MiB; csrc/add_kernels.cu says why).
+LOADS = {
+    "ptx": (
+        re.compile(r"ld\.global(?:\.nc)?\.v(?:4\.[bfsu]32|2\.[bfsu]64)"),
+        re.compile(r"ld\.global(?:\.nc)?\.(?:v2\.[bfsu]32|[bfsu]64)"),
+    ),
+    "sass": (re.compile(r"LDG\.E\.128"), re.compile(r"LDG\.E\.64")),
+}
+
+
+def torch_include() -> Path | None:
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "include"
+    return path if path.exists() else None
+
+
+def demangle(names: list[str]) -> list[str]:
+    """C++ names as people read them (c++filt where there is one)."""
+    try:
+        out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True)
+        return out.stdout.splitlines() if out.returncode == 0 else names
+    except OSError:
+        return names
+
+
+def loads_per_kernel(listing: str, pattern: re.Pattern) -> dict[str, int]:
+    """Counts the loads `pattern` matches per kernel in a cuobjdump --dump-ptx/--dump-sass
+    listing."""
+    counts: dict[str, int] = {}
+    kernel = None
+    for line in listing.splitlines():
+        entry = re.search(r"(?:\.entry|Function :)\s*(\w+)", line)
+        if entry:
+            kernel = entry.group(1)
+            counts.setdefault(kernel, 0)
+        elif kernel and pattern.search(line):
+            counts[kernel] += 1
+    return counts
+
+
+def report_device_code(so: Path, out) -> None:
+    try:
+        code = binary_info.device_code(so)
+    except RuntimeError as exc:
+        print(f"device code: unknown: {exc}", file=out)
+        return
+    print(f"device code: SASS {' '.join(code['sass']) or 'none'}", file=out)
+    print(f"             PTX  {' '.join(code['ptx']) or 'none'}", file=out)
+    toolkits = binary_info.cubin_toolkits(so)
+    by_version: dict[tuple[int, int], list[str]] = {}
+    for arch, version in toolkits.items():
+        by_version.setdefault(version, []).append(arch)
+    for (major, minor), archs in sorted(by_version.items()):
+        print(f"             cubins from CUDA {major}.{minor}: {' '.join(archs)}", file=out)
+    for target, (major, minor) in binary_info.ptx_isa_versions(so).items():
+        print(f"             PTX ISA {major}.{minor} ({target})", file=out)
+
+
+def report_loads(so: Path, out, dump: str) -> None:
+    try:
+        listing = binary_info.run_cuobjdump(f"--dump-{dump}", so)
+    except RuntimeError as exc:
+        print(f"{dump}: unavailable: {exc}", file=out)
+        return
+    print(listing, file=out)
+    wide, narrow = (loads_per_kernel(listing, pattern) for pattern in LOADS[dump])
+    names = sorted(wide)
+    print(f"{dump.upper()} loads per kernel (summed over archs): 16-byte, 8-byte", file=out)
+    for name, readable in zip(names, demangle(names), strict=True):
+        print(f"  {wide[name]:4d} {narrow[name]:4d}  {readable}", file=out)
+
+
+def report_symbols(so: Path, out) -> None:
+    exported = binary_info.exported_symbols(so)
+    undefined = binary_info.undefined_symbols(so)
+    print(f"defined dynamic symbols (T): {len(exported)}", file=out)
+    for name in exported:
+        print(f"  T {name}", file=out)
+    print(f"undefined dynamic symbols (U): {len(undefined)}", file=out)
+    for name in undefined:
+        print(f"  U {name}", file=out)
+
+
+def report_elf(so: Path, out) -> None:
+    print(f"DT_NEEDED: {', '.join(binary_info.needed_libraries(so))}", file=out)
+    for prefix in ("GLIBC_", "GLIBCXX_", "CXXABI_"):
+        print(f"newest {prefix[:-1]}: {binary_info.newest_version(so, prefix) or 'none'}", file=out)
+
+
+def report_shims(so: Path, out) -> None:
+    include = torch_include()
+    shims = shim_versions.torch_shims(binary_info.undefined_symbols(so))
+    if include is None:
+        print(f"torch shims: {len(shims)} (install torch to see their versions)", file=out)
+        return
+    known = shim_versions.shim_versions(include)
+    print(f"torch shims: {len(shims)}, oldest torch that provides each:", file=out)
+    for name in shims:
+        version = shim_versions.format_version(known[name]) if name in known else "NOT IN torch"
+        print(f"  {version:>8}  {name}", file=out)
+    newest = max((known[s] for s in shims if s in known), default=None)
+    if newest:
+        print(f"=> needs torch >= {shim_versions.format_version(newest)}", file=out)
+
+
+def main(argv: list[str] | None = None, out=sys.stdout) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cuda_ext_example inspect", description=__doc__)
+    parser.add_argument("path", type=Path, help="a wheel (.whl) or an extension .so")
+    parser.add_argument("--ptx", action="store_true", help="dump PTX; count 16/8-byte loads")
+    parser.add_argument("--sass", action="store_true", help="dump SASS; count LDG.E.128/64")
+    parser.add_argument("--symbols", action="store_true", help="list every dynamic symbol")
+    args = parser.parse_args(argv)
+    try:
+        with binary_info.extension_in(args.path) as so:
+            print(f"{args.path} -> {so.name} ({so.stat().st_size} bytes)", file=out)
+            report_device_code(so, out)
+            report_elf(so, out)
+            report_shims(so, out)
+            if args.symbols:
+                report_symbols(so, out)
+            for dump in ("ptx", "sass"):
+                if getattr(args, dump):
+                    report_loads(so, out, dump)
+    except (OSError, RuntimeError, zipfile.BadZipFile) as exc:
+        print(f"inspect: cannot read {args.path}: {exc}", file=sys.stderr)
+        return 1
+    return 0

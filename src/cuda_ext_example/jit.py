@@ -1,0 +1,144 @@
+"""JIT build for development: the checkout's csrc/ built on the fly for this machine.
+
+    from cuda_ext_example import jit
+    ops = jit.load("path/to/checkout/csrc")       # or `make jit`
+    ops.my_fast_add(a, b)                           # torch.ops.cuda_ext_example_jit.*
+
+The same sources and the same path as the wheel: the device code is compiled by
+NVRTC at run time (buildtools/device_code.py of the checkout) into one cubin for
+this machine's GPU, and the host code (ops + driver-API launcher) by torch's own
+C++ toolchain (torch.utils.cpp_extension), with the cubin as the launcher's
+device image. NVRTC comes from $CEE_NVRTC, the PyPI CUDA packages torch installed
+(libnvrtc.so.12 or .13), or the CUDA toolkit. The ops register under the namespace
+`cuda_ext_example_jit`, so they load next to the installed wheel; torch caches
+host builds by source hash, so an edit of the device code alone rebuilds in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from .ops import register_python_parts
+
+NAMESPACE = "cuda_ext_example_jit"
+_registered = False
+
+
+def default_source_dir() -> Path:
+    env = os.environ.get("CUDA_EXT_EXAMPLE_SRC")
+    return Path(env) if env else Path.cwd() / "csrc"
+
+
+def _nvrtc_candidates() -> list[tuple[Path, list[Path]]]:
+    """(libnvrtc, include dirs with cuda_fp16.h and CCCL's nv/target), best first."""
+    import sysconfig
+
+    found = []
+    if os.environ.get("CEE_NVRTC"):
+        lib = Path(os.environ["CEE_NVRTC"])
+        found.append((lib, [lib.parent.parent / "include", lib.parent.parent / "include/cccl"]))
+    for base in dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib")):
+        nv = Path(base) / "nvidia"
+        found.append(
+            (
+                nv / "cuda_nvrtc/lib/libnvrtc.so.12",
+                [nv / "cuda_runtime/include", nv / "cuda_cccl/include"],
+            )
+        )
+        cu13 = nv / "cu13"
+        found.append((cu13 / "lib/libnvrtc.so.13", [cu13 / "include", cu13 / "include/cccl"]))
+    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    found.append((cuda / "lib64/libnvrtc.so", [cuda / "include", cuda / "include/cccl"]))
+    return [
+        (lib, [d for d in dirs if d.exists()])
+        for lib, dirs in found
+        if lib.exists() and any((d / "cuda_fp16.h").exists() for d in dirs)
+    ]
+
+
+def _checkout_modules(src: Path):
+    """buildtools/ of the checkout that src belongs to (not shipped in the wheel): run
+    from the checkout's root (`make jit`, `python -m scripts.gpu.jit_check`)."""
+    try:
+        from buildtools import device_code
+    except ImportError as exc:
+        raise RuntimeError(
+            f"the JIT build needs the checkout's buildtools/: run it from the root of the "
+            f"checkout that holds {src}"
+        ) from exc
+    if device_code.CSRC.resolve() != src.resolve():
+        raise RuntimeError(f"buildtools/ here builds {device_code.CSRC}, not {src}")
+    return device_code
+
+
+def write_device_image(src: Path, out: Path) -> str:
+    """NVRTC -> one cubin for this GPU; writes device_code.h and device_image.cpp."""
+    device_code = _checkout_modules(src)
+    candidates = _nvrtc_candidates()
+    if not candidates:
+        raise FileNotFoundError(
+            "no NVRTC found: set CEE_NVRTC to a libnvrtc.so, or pip install "
+            "nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12 nvidia-cuda-cccl-cu12"
+        )
+    lib, includes = candidates[0]
+    nvrtc = device_code.Nvrtc(lib)
+    major, minor = torch.cuda.get_device_capability()
+    target = f"sm_{major}{minor}"
+    images, lowered = device_code.compile_kernels([target], nvrtc, includes)
+    compiler = "NVRTC {}.{}".format(*nvrtc.version())
+    code = device_code.DeviceCode(images[target], lowered, compiler, [target])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "device_code.h").write_text(
+        device_code.kernel_names_header(code, f"JIT SASS {target} from {lib}")
+    )
+    data = ",".join(str(b) for b in images[target])
+    # Rewritten only when it changes, so torch's build cache sees an unchanged file.
+    image = out / "device_image.cpp"
+    text = f'extern "C" alignas(8) const unsigned char cee_fatbin[] = {{{data}}};\n'
+    if not image.exists() or image.read_text() != text:
+        image.write_text(text)
+    return f"{compiler} ({lib}), {target}"
+
+
+def load(source_dir: str | os.PathLike | None = None, verbose: bool = False):
+    """Builds (or reuses the cached build of) the sources; returns torch.ops.<NAMESPACE>."""
+    global _registered
+    from torch.utils import cpp_extension
+
+    src = Path(source_dir) if source_dir else default_source_dir()
+    if not (src / "ops.cpp").exists():
+        raise FileNotFoundError(
+            f"{src} has no ops.cpp: pass the csrc/ directory of a cuda_ext_example checkout "
+            "(or set CUDA_EXT_EXAMPLE_SRC)"
+        )
+    if not torch.cuda.is_available():
+        raise RuntimeError("the JIT build compiles device code for this machine's GPU: none found")
+    generated = Path.home() / ".cache" / "cuda_ext_example" / "jit"
+    compiled = write_device_image(src, generated)
+    if verbose:
+        print(f"device code: {compiled}")
+    cuda_include = next(d for d in _nvrtc_candidates()[0][1] if (d / "cuda.h").exists())
+    cfg = _checkout_modules(src).config.load()
+    cpp_extension.load(
+        name=NAMESPACE,
+        sources=[
+            str(p) for p in (src / "ops.cpp", src / "launcher.cpp", generated / "device_image.cpp")
+        ],
+        extra_cflags=[
+            "-O2",
+            f"-DCEE_NAMESPACE={NAMESPACE}",
+            f"-DTORCH_TARGET_VERSION={cfg.torch_target_hex}",
+            f"-DPy_LIMITED_API={cfg.py_limited_api_hex}",
+        ],
+        extra_include_paths=[str(src), str(generated), str(cuda_include)],
+        extra_ldflags=["-ldl"],
+        is_python_module=False,
+        verbose=verbose,
+    )
+    if not _registered:
+        register_python_parts(NAMESPACE)
+        _registered = True
+    return getattr(torch.ops, NAMESPACE)

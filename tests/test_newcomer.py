@@ -1,0 +1,103 @@
+"""A newcomer's path through a fresh clone: the README's main command, then the
+know-your-binary targets, all from the repository root, with no system CUDA.
+
+One build serves the whole test: `make release` (build, auditwheel show + repair,
+gates, upload to a local pypiserver, pip install into a fresh venv, smoke test, the
+Colab notebook), then `make doctor`, `make ptx`, `make symbols`. Where root and
+unshare allow, /usr/local is hidden (no /usr/local/cuda) and nvcc is off PATH: the
+device code must come from the pinned PyPI NVRTC alone. (`make test`, the README's
+second command, is what runs this file: it is not run again from here.)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.release
+
+
+def readme_main_command() -> str:
+    block = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    return block.splitlines()[0].split("#")[0].strip()
+
+
+def clone_with_tools(tmp_path: Path) -> Path:
+    """A fresh clone whose .venv reuses this venv's installed tools (a .pth file), so the
+    test needs no download; the clone installs its own wheel into its own .venv."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", ROOT, clone], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", clone / ".venv"], check=True)
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    (site,) = (clone / ".venv" / "lib").glob("python3*/site-packages")
+    (site / "project-tools.pth").write_text(f"{purelib}\n")
+    (clone / ".venv" / ".installed").touch()  # make's venv stamp: tools are there
+    return clone
+
+
+def make(clone: Path, *targets: str, hide_cuda: bool) -> subprocess.CompletedProcess:
+    tools = str(Path(sys.executable).parent)  # auditwheel, twine, pre-commit, ...
+    path = [tools] + [p for p in os.environ["PATH"].split(os.pathsep) if p != tools]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDA", "VIRTUAL_ENV"))}
+    command = shlex.join(["make", "-C", str(clone), *targets])
+    if hide_cuda:
+        path = [p for p in path if not p.startswith("/usr/local")]
+        command = (
+            "mount -t tmpfs none /usr/local && test ! -e /usr/local/cuda && "
+            f"! command -v nvcc && ! command -v ptxas && {command}"
+        )
+        cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", command]
+    else:
+        cmd = ["sh", "-c", command]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env={**env, "PATH": os.pathsep.join(path)}
+    )
+
+
+def test_fresh_clone_release_then_doctor_ptx_symbols(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("needs git")
+    hide = shutil.which("unshare") is not None and os.geteuid() == 0
+    clone = clone_with_tools(tmp_path)
+    assert readme_main_command() == "make release"
+    run = make(clone, "release", "RELEASE_ARGS=--notebook", hide_cuda=hide)
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-6000:]
+    assert "Traceback" not in log
+    for step in (
+        "build wheel and sdist",
+        "auditwheel show",
+        "auditwheel repair",
+        "gates",
+        "upload",
+        "prove: fresh venv, pip install cuda_ext_example, smoke test",
+    ):
+        assert f"<== {step}: ok" in log, step  # fmt: skip
+    assert "device code: NVRTC 12.9, sm_75" in log
+    assert "local index: http://127.0.0.1:" in log
+    assert "Successfully installed cuda_ext_example" in log
+    assert log.count("SMOKE TEST PASSED") >= 2  # in the notebook and in the smoke test
+    if hide:
+        assert "/usr/local/cuda" not in log  # no include path or compiler from a toolkit
+    (wheel,) = (clone / "build" / "release" / "wheelhouse").glob("*.whl")
+    assert "cp310-abi3-manylinux2014_x86_64" in wheel.name
+
+    run = make(clone, "doctor", "ptx", "symbols", hide_cuda=hide)
+    out = run.stdout + run.stderr
+    assert "Traceback" not in out, out[-4000:]
+    assert run.returncode == 0, out[-4000:]
+    assert "device code by NVRTC 12.9" in out  # doctor read the installed wheel's record
+    assert "[  ok] run on cpu: my_add and my_fast_add match torch" in out
+    assert "verdict: ready" in out
+    assert "cubins from CUDA 12.9: sm_75 sm_80" in out  # make ptx
+    assert "ld.global.nc.v4" in out
+    assert "defined dynamic symbols (T): 1\n  T PyInit__C" in out  # make symbols
