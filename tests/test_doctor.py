@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -163,3 +164,19 @@ def test_plain_import_still_raises_under_old_torch(tmp_path):
     )
     assert run.returncode == 1
     assert "ImportError: cuda_ext_example needs torch>=2.10" in run.stderr
+
+
+def test_doctor_on_an_unbuilt_source_tree(tmp_path):
+    # The checkout's src/ first on the path: no build record, no compiled ops. doctor
+    # must say so, not end in a traceback.
+    root = Path(__file__).resolve().parent.parent
+    run = _doctor(tmp_path, {"PYTHONPATH": str(root / "src")})
+    assert "Traceback" not in run.stderr, run.stderr
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "[FAIL] build: this cuda_ext_example is an unbuilt source tree" in run.stdout
+    assert "make install" in run.stdout
+
+
+def test_unbuilt_record_is_judged_without_a_traceback():
+    findings = judge(env(), {})
+    assert [f.topic for f in findings if f.level == FAIL] == ["build"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -99,3 +98,27 @@ def test_cibuildwheel_builds_one_abi3_wheel():
         check=True,
     )
     assert out.stdout.split() == ["cp310-manylinux_x86_64"]
+
+
+def test_no_module_has_a_standard_library_name():
+    # A module named like a stdlib one (inspect.py, profile.py) shadows it wherever its
+    # folder lands on sys.path; the package and the tools must not have one.
+    modules = [
+        p
+        for folder in ("src/cuda_ext_example", "scripts", "buildtools", "bench")
+        for p in (ROOT / folder).rglob("*.py")
+    ]
+    assert len(modules) > 20
+    clashes = [str(p) for p in modules if p.stem in sys.stdlib_module_names]
+    assert not clashes, clashes
+    packages = [p.name for p in (ROOT / "scripts").iterdir() if p.is_dir()]
+    assert not [p for p in packages if p in sys.stdlib_module_names], packages
+
+
+def test_tracked_results_stay_small():
+    files = subprocess.run(
+        ["git", "ls-files", "docs/results", "bench/results"],
+        capture_output=True, text=True, cwd=ROOT, check=True,
+    ).stdout.split()  # fmt: skip
+    total = sum((ROOT / f).stat().st_size for f in files if (ROOT / f).exists())
+    assert 0 < total <= 1_000_000, total

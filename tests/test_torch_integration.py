@@ -125,3 +125,25 @@ def test_wrapper_type_error_also_when_grad_is_needed(op, device):
 def test_public_api():
     assert set(cuda_ext_example.__all__) >= {"my_add", "my_fast_add", "__version__"}
     assert cuda_ext_example.my_add.__doc__
+
+
+def test_wrapper_works_without_torch_private_apis(monkeypatch, device):
+    # A torch without the private API of the fast path must still get correct results
+    # (and the same errors), through the public OpOverload.
+    from cuda_ext_example import ops
+
+    monkeypatch.delattr(torch._C, "_AutoDispatchBelowAutograd")
+    wrapper = ops._make_wrapper("my_add", "doc")
+    a = random_tensor((1000,), torch.float32, device)
+    b = random_tensor((1000,), torch.float32, device)
+    assert_bitwise_equal(wrapper(a, b), torch.add(a, b))
+    with pytest.raises(TypeError, match="expected two torch.Tensor arguments"):
+        wrapper(a, 1)
+
+
+def test_fast_path_needs_both_private_apis():
+    from cuda_ext_example import ops
+
+    overload = torch.ops.cuda_ext_example.my_add.default
+    assert ops._below_autograd(overload) is not None  # this torch has both
+    assert ops._below_autograd(object()) is None  # an OpOverload without `_op`
