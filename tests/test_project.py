@@ -122,3 +122,29 @@ def test_tracked_results_stay_small():
     ).stdout.split()  # fmt: skip
     total = sum((ROOT / f).stat().st_size for f in files if (ROOT / f).exists())
     assert 0 < total <= 1_000_000, total
+
+
+def _zizmor(*paths) -> subprocess.CompletedProcess:
+    exe = shutil.which("zizmor") or str(Path(sys.executable).parent / "zizmor")
+    if not Path(exe).exists():
+        pytest.skip("zizmor not installed (requirements/dev.txt)")
+    return subprocess.run([exe, "--offline", *map(str, paths)], capture_output=True, text=True)
+
+
+def test_workflows_pass_zizmor():
+    run = _zizmor(*WORKFLOWS)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "No findings to report" in run.stdout + run.stderr
+
+
+def test_zizmor_finds_real_problems(tmp_path):
+    # An action pinned by tag, and a checkout that keeps its credentials: both refused.
+    bad = tmp_path / ".github" / "workflows" / "bad.yml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(
+        "on: push\npermissions: {}\njobs:\n  a:\n    runs-on: ubuntu-latest\n"
+        "    steps:\n      - uses: actions/checkout@v4\n"
+    )
+    run = _zizmor(bad)
+    assert run.returncode != 0
+    assert "unpinned-uses" in run.stdout and "artipacked" in run.stdout

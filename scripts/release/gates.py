@@ -255,11 +255,3 @@ def run_gates(wheel: Path, log=print) -> None:
         gate(Path(wheel))
         log(f"  gate ok: {name}", flush=True)
 
-
-if __name__ == "__main__":
-    try:
-        for path in sys.argv[1:]:
-            run_gates(Path(path))
-    except GateFailure as failure:
-        print(f"REFUSED: {failure}", file=sys.stderr)
-        sys.exit(1)

@@ -77,7 +77,7 @@ class Pipeline:
         start = time.monotonic()
         try:
             result = func(*args)
-        except (StepFailure, GateFailure) as failure:
+        except (StepFailure, GateFailure, RuntimeError, OSError) as failure:
             took = time.monotonic() - start
             print(f"<== FAILED: {name} after {took:.1f} s\n{failure}", file=sys.stderr, flush=True)
             raise SystemExit(1) from None

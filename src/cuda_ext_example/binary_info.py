@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import sysconfig
 import tempfile
 import zipfile
@@ -108,7 +109,8 @@ def find_cuda_tool(name: str) -> str | None:
         if os.environ.get(env):
             candidates.append(os.path.join(os.environ[env], "bin", name))
     candidates.append(f"/usr/local/cuda/bin/{name}")
-    for base in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
+    paths = sysconfig.get_paths()
+    for base in dict.fromkeys([paths["purelib"], paths["platlib"], *sys.path]):
         candidates.append(os.path.join(base, "nvidia", "cu13", "bin", name))
     return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
 

@@ -113,7 +113,7 @@ def judge(env: Environment, record: dict) -> list[Finding]:
     findings += judge_driver(env.driver, record)
     if env.driver is not None and not env.gpus:
         findings.append(Finding(WARN, "gpus", "driver present but torch sees no GPU"))
-    for gpu in env.gpus:
+    for gpu in env.gpus if record else []:
         findings.append(
             judge_gpu(
                 gpu,

@@ -53,16 +53,16 @@ def _check_types(op: str, a: object, b: object) -> None:
         )
 
 
-def _below_autograd(overload):
+def _below_autograd(overload, torch_c=torch._C):
     """(the C++ callable behind the OpOverload, a guard that dispatches below autograd),
     or None where this torch lacks those private APIs (then every call takes the
     public OpOverload: correct, only slower)."""
     direct = getattr(overload, "_op", None)
-    guard = getattr(torch._C, "_AutoDispatchBelowAutograd", None)
+    guard = getattr(torch_c, "_AutoDispatchBelowAutograd", None)
     return (direct, guard) if direct is not None and guard is not None else None
 
 
-def _make_wrapper(op: str, doc: str):
+def _make_wrapper(op: str, doc: str, torch_c=torch._C):
     """The Python function for torch.ops.<NAMESPACE>.<op>, lean on the host.
 
     A call that builds no autograd graph skips the Python autograd kernel that
@@ -73,7 +73,7 @@ def _make_wrapper(op: str, doc: str):
     cost time and the dispatcher checks them anyway.
     """
     overload = getattr(getattr(torch.ops, NAMESPACE), op).default
-    fast = _below_autograd(overload)
+    fast = _below_autograd(overload, torch_c)
     direct, below_autograd = fast or (overload, None)
     grad_enabled = torch.is_grad_enabled
     is_compiling = torch.compiler.is_compiling
