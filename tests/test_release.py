@@ -126,7 +126,7 @@ def test_refuses_version_specific_extension_name(good_wheel, tmp_path):
         add={"cuda_ext_example/_C.cpython-311-x86_64-linux-gnu.so": b"\x7fELF"},
     )
     with pytest.raises(release_gates.GateFailure, match="not abi3"):
-        release_gates.gate_abi3_tag(bad)
+        release_gates.gate_abi3_tag(bad, config.load())
 
 
 def device_code_so(tmp: Path, sass: list[str], ptx: str | None) -> Path:

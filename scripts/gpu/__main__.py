@@ -133,7 +133,8 @@ def cmd_tools(args) -> int:
 def cmd_release_check(args) -> int:
     out = args.outdir.resolve()
     log = Log(out / "release-check.log")
-    log.write(f"wheel: {args.wheel.name}\n{header()}")
+    log.write(f"wheel: {args.wheel.name}")
+    log.write(header())
     # pypiserver, nbclient, ipykernel and what they need, as wheels carried here.
     tools = tempfile.mkdtemp(prefix="cee-tools-")
     subprocess.run(

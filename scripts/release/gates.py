@@ -94,15 +94,16 @@ def gate_check_wheel_contents(wheel: Path) -> None:
     )
 
 
-def gate_abi3_tag(wheel: Path) -> None:
+def gate_abi3_tag(wheel: Path, cfg: config.BuildConfig) -> None:
     tags = _wheel_tags(wheel)
-    bad = [t for t in tags if not t.startswith("cp310-abi3-")]
+    bad = [t for t in tags if not t.startswith(f"{cfg.abi_tag}-abi3-")]
     extensions = _shared_objects(wheel)
     if bad or not tags:
         raise GateFailure(
             "abi3-tag",
-            f"wheel tags {tags} are not all cp310-abi3",
-            "build with py_limited_api=cp310 (setup.py options) and Extension(py_limited_api=True)",
+            f"wheel tags {tags} are not all {cfg.abi_tag}-abi3",
+            "build with setup.py's bdist_wheel py_limited_api (pyproject python-limited-api) "
+            "and Extension(py_limited_api=True)",
         )
     non_abi3 = [n for n in extensions if n.endswith(".so") and not n.endswith(".abi3.so")]
     if non_abi3:
@@ -233,7 +234,7 @@ def _shared_objects(wheel: Path) -> list[str]:
 
 def all_gates(cfg: config.BuildConfig, torch_include: Path) -> list[tuple[str, Callable]]:
     return [
-        ("abi3 tag", gate_abi3_tag),
+        ("abi3 tag", lambda w: gate_abi3_tag(w, cfg)),
         ("abi3audit --strict", gate_abi3audit),
         ("twine check --strict", gate_twine_check),
         ("check-wheel-contents", gate_check_wheel_contents),
@@ -254,4 +255,3 @@ def run_gates(wheel: Path, log=print) -> None:
     for name, gate in all_gates(cfg, torch_include):
         gate(Path(wheel))
         log(f"  gate ok: {name}", flush=True)
-

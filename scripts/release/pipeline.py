@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import venv
@@ -157,11 +158,16 @@ def upload(repository_args: list[str], files: list[Path], env: dict) -> None:
     )  # fmt: skip
 
 
-def make_venv(path: Path, system_site_packages: bool = False) -> Path:
+def make_venv(path: Path, see_ours: bool = False) -> Path:
+    """A fresh venv; see_ours: it also sees the running Python's packages (a .pth file:
+    `--system-site-packages` would see the base interpreter's, not a venv's own)."""
     shutil.rmtree(path, ignore_errors=True)
-    venv.EnvBuilder(with_pip=True, clear=True, system_site_packages=system_site_packages).create(
-        path
-    )
+    venv.EnvBuilder(with_pip=True, clear=True).create(path)
+    if see_ours:
+        paths = sysconfig.get_paths()
+        ours = dict.fromkeys([*sys.path[1:], paths["purelib"], paths["platlib"]])
+        (site,) = path.glob("lib/python3*/site-packages")
+        (site / "see-ours.pth").write_text("".join(f"{p}\n" for p in ours if p))
     return path / "bin" / "python"
 
 
@@ -170,18 +176,28 @@ def prove(simple_url: str, torch_spec: str | None, notebook: bool, out: Path) ->
     torch), then cuda_ext_example from the index, then the smoke test.
     torch_spec None: the venv sees this Python's packages (torch, and the notebook
     tools), for a machine with no network such as a lent GPU."""
-    python = make_venv(out / "verify-venv", system_site_packages=torch_spec is None)
+    python = make_venv(out / "verify-venv", see_ours=torch_spec is None)
     pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     if torch_spec is not None:
         extra = ["ipykernel", "nbclient", "nbformat"] if notebook else []
         run([*pip, torch_spec, *extra], f"could not install {torch_spec} (use --torch)")
     env = dict(os.environ, PIP_INDEX_URL=simple_url, PIP_NO_CACHE_DIR="1")
+    if torch_spec is None:
+        # The venv sees our packages, maybe an installed cuda_ext_example among them:
+        # install the index's into the venv itself, which comes first on its path.
+        run([*pip, "--ignore-installed", "--no-deps", "cuda_ext_example"], "see pip", env=env)
     if notebook:
         # The notebook's own `!pip install cuda_ext_example` is the install step.
         execute_notebook(python, env, out / "colab_smoke_test.executed.ipynb")
     else:
         run([*pip, "--index-url", simple_url, "cuda_ext_example"], "see pip's message", env=env)
     with tempfile.TemporaryDirectory() as tmp:  # not the source tree: test the install
+        run(
+            [python, "-c", "import sys, cuda_ext_example as c; print('  from', c.__file__); "
+             "sys.exit(not c.__file__.startswith(sys.prefix))"],
+            "the smoke test would not run the package from the index (see the path above)",
+            cwd=tmp,
+        )  # fmt: skip
         run(
             [python, "-m", "cuda_ext_example", "smoke-test"],
             "the installed package gave wrong results or failed to import (see above)",
