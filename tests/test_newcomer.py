@@ -63,22 +63,30 @@ def make(clone: Path, *targets: str, hide_cuda: bool) -> subprocess.CompletedPro
     )
 
 
-def test_fresh_clone_release_then_doctor_ptx_symbols(tmp_path):
+@pytest.fixture(scope="module")
+def released_clone(tmp_path_factory):
+    """A fresh clone after the README's `make release` (with the notebook)."""
     if shutil.which("git") is None:
         pytest.skip("needs git")
     hide = shutil.which("unshare") is not None and os.geteuid() == 0
-    clone = clone_with_tools(tmp_path)
-    assert readme_main_command() == "make release"
+    clone = clone_with_tools(tmp_path_factory.mktemp("newcomer"))
     run = make(clone, "release", "RELEASE_ARGS=--notebook", hide_cuda=hide)
-    log = run.stdout + run.stderr
-    assert run.returncode == 0, log[-6000:]
+    return clone, hide, run.returncode, run.stdout + run.stderr
+
+
+def test_fresh_clone_release_then_doctor_ptx_symbols(released_clone):
+    clone, hide, returncode, log = released_clone
+    assert readme_main_command() == "make release"
+    assert returncode == 0, log[-6000:]
     assert "Traceback" not in log
     for step in (
         "build wheel and sdist",
         "auditwheel show",
         "auditwheel repair",
         "gates",
+        "SHA256SUMS",
         "upload",
+        "verify: the index serves the built bytes",
         "prove: fresh venv, pip install cuda_ext_example, smoke test",
     ):
         assert f"<== {step}: ok" in log, step  # fmt: skip
@@ -101,3 +109,35 @@ def test_fresh_clone_release_then_doctor_ptx_symbols(tmp_path):
     assert "cubins from CUDA 12.9: sm_75 sm_80" in out  # make ptx
     assert "ld.global.nc.v4" in out
     assert "defined dynamic symbols (T): 1\n  T PyInit__C" in out  # make symbols
+
+
+def test_same_commit_same_bytes(released_clone, tmp_path):
+    """Two fresh clones of one commit, at other paths and other times (this checkout,
+    built by `make test`, and the newcomer's), give identical wheel, repaired wheel and
+    sdist."""
+    clone, _, returncode, log = released_clone
+    assert returncode == 0, log[-3000:]
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True, text=True, cwd=ROOT, check=True,
+    ).stdout.strip()  # fmt: skip
+    if dirty:
+        pytest.skip("this checkout has uncommitted changes: its build is another source")
+    from scripts.release import pipeline
+
+    (ours,) = (ROOT / "dist").glob("*.whl")
+    (ours_repaired,) = (ROOT / "wheelhouse").glob("*.whl")
+    _, ours_sdist = pipeline.build_wheel_and_sdist(ours, tmp_path)
+    (theirs,) = (clone / "dist").glob("*.whl")
+    (theirs_repaired,) = (clone / "build" / "release" / "wheelhouse").glob("*.whl")
+    (theirs_sdist,) = (clone / "build" / "release" / "dist").glob("*.tar.gz")
+    from scripts.release.artifacts import read_sha256sums, sha256
+
+    for a, b in ((ours, theirs), (ours_repaired, theirs_repaired), (ours_sdist, theirs_sdist)):
+        assert a.name == b.name
+        assert sha256(a) == sha256(b), f"{a.name} differs between two builds of one commit"
+    sums = read_sha256sums(clone / "build" / "release" / "SHA256SUMS")
+    assert sums == {
+        theirs_repaired.name: sha256(theirs_repaired),
+        theirs_sdist.name: sha256(theirs_sdist),
+    }

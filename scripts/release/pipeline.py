@@ -27,6 +27,7 @@ from pathlib import Path
 
 from buildtools import config
 
+from .artifacts import normalize_sdist, verify_served, write_sha256sums
 from .gates import GateFailure, run_gates, venv_tool
 from .local_index import files_on_index, local_index
 
@@ -101,6 +102,7 @@ def build_wheel_and_sdist(given_wheel: Path | None, out: Path) -> tuple[Path, Pa
         (given_wheel,) = dist.glob("*.whl")
     run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", dist, ROOT], fix)
     (sdist,) = dist.glob("*.tar.gz")
+    normalize_sdist(sdist, config.source_date_epoch())
     return Path(given_wheel), sdist
 
 
@@ -145,6 +147,16 @@ def refuse_existing(simple_url: str, files: list[Path]) -> None:
             "an index never takes the same version twice",
             "bump [project] version in pyproject.toml and release again",
         )
+
+
+def verify_upload(simple_url: str, sums: Path) -> None:
+    problems = verify_served(simple_url, sums)
+    if problems:
+        raise StepFailure(
+            "the index does not serve what was built: " + "; ".join(problems),
+            "do not announce this release; yank it and find who changed the files",
+        )
+    print(f"  every file of {sums.name} downloaded from the index: sha256 matches")
 
 
 def upload(repository_args: list[str], files: list[Path], env: dict) -> None:
@@ -266,8 +278,10 @@ def default_torch_spec() -> str:
 
 
 def cmd_release(args) -> None:
+    # Every step below (the build, auditwheel, the sdist) writes this time, not now's.
+    os.environ.setdefault("SOURCE_DATE_EPOCH", str(config.source_date_epoch()))
     local = args.repository == "local"
-    steps = 5 + (1 if args.repository != "none" else 0) + (1 if local else 0)
+    steps = 6 + (2 if args.repository != "none" else 0) + (1 if local else 0)
     pipeline = Pipeline(steps)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -276,6 +290,7 @@ def cmd_release(args) -> None:
     repaired = pipeline.step("auditwheel repair", auditwheel_repair, wheel, out / "wheelhouse")
     pipeline.step("gates", gates, repaired, sdist)
     files = [repaired, sdist]
+    sums = pipeline.step("SHA256SUMS", write_sha256sums, files, out / "SHA256SUMS")
     if args.repository == "none":
         pipeline.step("ready (no upload)", lambda: print(f"  {repaired}\n  {sdist}"))
         return
@@ -295,6 +310,7 @@ def cmd_release(args) -> None:
             f"check {simple} has no {config.load().version}", refuse_existing, simple, files
         )
         pipeline.step("upload", upload, repo_args, files, env)
+        pipeline.step("verify: the index serves the built bytes", verify_upload, simple, sums)
         if local:
             pipeline.step(
                 "prove: fresh venv, pip install cuda_ext_example, smoke test",
