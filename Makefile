@@ -11,40 +11,68 @@ STAMP := $(VENV)/.installed
 # Same commit, same bytes: every timestamp in the artifacts is the commit's.
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 
-.PHONY: venv wheel repair install test release cpp lint format clean \
+.PHONY: venv wheel repair install test release cpp lint format clean lock aarch64-check \
 	doctor ptx sass symbols jit coldstart profile bench ncu
 
+# The CPUs the release ships a wheel for; ARCH picks one for wheel/repair. The
+# device code is the same for both; zig cross-links the host library.
+CPUS := x86_64 aarch64
+HOST_ARCH := $(shell uname -m)
+ARCH ?= $(HOST_ARCH)
+dist_of = $(if $(filter $(1),$(HOST_ARCH)),dist,build/$(1)/dist)
+wheelhouse_of = $(if $(filter $(1),$(HOST_ARCH)),wheelhouse,build/$(1)/wheelhouse)
+DIST := $(call dist_of,$(ARCH))
+WHEELHOUSE := $(call wheelhouse_of,$(ARCH))
+
+# Every tool at the version and the bytes of requirements/dev.lock (hashes checked).
 venv: $(STAMP)
-$(STAMP): requirements/build.txt requirements/test.txt requirements/dev.txt
+$(STAMP): requirements/dev.lock
 	test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
-	$(PY) -m pip install -q -r requirements/dev.txt
+	$(PY) -m pip install -q --require-hashes -r requirements/dev.lock
 	touch $@
+
+# Regenerates the lock from requirements/*.in (what we ask for) with pip-tools.
+PIP_TOOLS := pip-tools==7.6.2
+lock:
+	test -x build/lock-venv/bin/pip-compile || \
+		($(PYTHON_BOOTSTRAP) -m venv build/lock-venv && build/lock-venv/bin/pip install -q $(PIP_TOOLS))
+	build/lock-venv/bin/pip-compile --generate-hashes --allow-unsafe --strip-extras --no-header \
+		--annotation-style line -q -o requirements/dev.lock requirements/dev.in
 
 # ---------------------------------------------------------------- build and ship
 # bdist_wheel through `build`, rebuilt when a source changes; no isolation, so the
 # pinned venv is the build environment.
 WHEEL_SOURCES := $(wildcard csrc/* buildtools/*.py src/cuda_ext_example/*.py) \
 	pyproject.toml setup.py MANIFEST.in README.md LICENSE
-wheel: dist/.built
-dist/.built: $(STAMP) $(WHEEL_SOURCES)
-	rm -rf dist
-	$(PY) -m build --wheel --no-isolation --outdir dist .
+wheel: $(DIST)/.built
+$(DIST)/.built: $(STAMP) $(WHEEL_SOURCES)
+	rm -rf $(DIST)
+	CEE_TARGET_ARCH=$(ARCH) $(PY) -m build --wheel --no-isolation --outdir $(DIST) .
 	touch $@
 
 # auditwheel show, then repair to manylinux2014 without grafting torch or CUDA
 # (scripts/release/pipeline.py holds the excludes).
 repair: wheel
-	$(PY) -m scripts.release repair dist/*.whl
+	$(PY) -m scripts.release repair $(DIST)/*.whl --dest $(WHEELHOUSE)
 
 # The repaired wheel, installed into the venv like a user's.
 install: repair
 	$(PY) -m pip install -q --no-deps --force-reinstall wheelhouse/*.whl
 
-# The main job: the built wheel and an sdist through auditwheel show + repair, the
+# The main job: a wheel per CPU and an sdist through auditwheel show + repair, the
 # gates, upload to a local index on 127.0.0.1, pip install from it into a fresh
 # venv, smoke test. RELEASE_ARGS="--repository testpypi" etc.: scripts/release.
-release: wheel
-	$(PY) -m scripts.release release --wheel dist/*.whl $(RELEASE_ARGS)
+release: $(STAMP)
+	$(foreach cpu,$(CPUS),$(MAKE) --no-print-directory wheel ARCH=$(cpu) &&) true
+	$(PY) -m scripts.release release $(foreach cpu,$(CPUS),--wheel $(call dist_of,$(cpu))/*.whl) \
+		$(RELEASE_ARGS)
+
+# The aarch64 wheel run on this machine under qemu-user: an aarch64 CPython and torch's
+# aarch64 wheel (about 3 GB fetched once into build/cross/), the CPU ops against
+# torch.add, the ImportError on a too-old torch, doctor. Needs root (apt-get).
+aarch64-check:
+	$(MAKE) --no-print-directory repair ARCH=aarch64
+	$(PY) -m scripts.cross check $(call wheelhouse_of,aarch64)/*.whl
 
 # The tests run against the installed wheel (src/ layout: the checkout cannot
 # shadow it).

@@ -11,8 +11,16 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # buildtools/, next to this file
-from buildtools import config  # noqa: E402
+from buildtools.platform_check import require_supported_platform  # noqa: E402
+
+require_supported_platform()  # first: a clear message, not a failed compile
+
+from buildtools import config, cross  # noqa: E402
 from buildtools.build_ext import ZigNvrtcBuildExt  # noqa: E402
+
+wheel_options = {"py_limited_api": config.load().abi_tag}
+if cross.target_arch() != cross.host_arch():  # make wheel ARCH=aarch64
+    wheel_options["plat_name"] = f"linux_{cross.target_arch()}"
 
 setup(
     ext_modules=[
@@ -23,5 +31,5 @@ setup(
         )
     ],
     cmdclass={"build_ext": ZigNvrtcBuildExt},
-    options={"bdist_wheel": {"py_limited_api": config.load().abi_tag}},
+    options={"bdist_wheel": wheel_options},
 )

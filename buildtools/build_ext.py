@@ -18,7 +18,7 @@ from pathlib import Path
 
 from setuptools.command.build_ext import build_ext
 
-from . import config, device_code, toolchain
+from . import config, cross, device_code, toolchain
 
 CSRC = config.ROOT / "csrc"
 HOST_SOURCES = ("ops.cpp", "launcher.cpp")
@@ -29,13 +29,13 @@ def _run(cmd: list[str]) -> None:
     subprocess.run([str(c) for c in cmd], check=True)
 
 
-def zig_cxx(cfg: config.BuildConfig, generated: Path) -> list[str]:
-    """zig c++ for the glibc floor, with the include paths every host file needs."""
+def zig_cxx(cfg: config.BuildConfig, generated: Path, arch: str | None = None) -> list[str]:
+    """zig c++ for the CPU and the glibc floor, with the include paths every host file needs."""
     return [
         *toolchain.zig_command(),
         "c++",
         "-target",
-        f"x86_64-linux-gnu.{cfg.glibc}",
+        f"{arch or cross.target_arch()}-linux-gnu.{cfg.glibc}",
         "-O2",
         "-std=c++17",
         "-fPIC",
@@ -50,11 +50,14 @@ def zig_cxx(cfg: config.BuildConfig, generated: Path) -> list[str]:
     ]
 
 
-def link_extension(cfg: config.BuildConfig, generated: Path, out: Path) -> None:
-    torch_include, torch_lib = toolchain.torch_paths()
+def link_extension(cfg: config.BuildConfig, generated: Path, out: Path, arch: str) -> None:
+    if arch == cross.host_arch():
+        torch_include, torch_lib = toolchain.torch_paths()
+    else:
+        torch_include, torch_lib = cross.torch_paths(arch)
     _run(
         [
-            *zig_cxx(cfg, generated),
+            *zig_cxx(cfg, generated, arch),
             "-shared",
             f"-DTORCH_TARGET_VERSION={cfg.torch_target_hex}",
             f"-DPy_LIMITED_API={cfg.py_limited_api_hex}",
@@ -136,9 +139,9 @@ class ZigNvrtcBuildExt(build_ext):
         if code.compiler != f"NVRTC {cfg.device_cuda}":
             raise device_code.DeviceCodeError(
                 f"the device code must come from NVRTC {cfg.device_cuda} (pyproject.toml "
-                f"device-cuda), got {code.compiler}: pip install -r requirements/build.txt"
+                f"device-cuda), got {code.compiler}: pip install -r requirements/build.in"
             )
-        link_extension(cfg, generated, out)
+        link_extension(cfg, generated, out, cross.target_arch())
 
         record = out.parent / "_build_info.json"
         record.write_text(json.dumps(build_record(cfg, code.compiler), indent=2) + "\n")

@@ -102,7 +102,7 @@ def pypi_path(package: str, sub: str) -> Path:
             return path
     raise DeviceCodeError(
         f"nvidia/{package}/{sub} not found in {[str(p) for p in _site_packages()]}: "
-        "install the build requirements (pip install -r requirements/build.txt)"
+        "install the build requirements (pip install -r requirements/build.in)"
     )
 
 

@@ -79,25 +79,24 @@ def test_fresh_clone_release_then_doctor_ptx_symbols(released_clone):
     assert readme_main_command() == "make release"
     assert returncode == 0, log[-6000:]
     assert "Traceback" not in log
-    for step in (
-        "build wheel and sdist",
-        "auditwheel show",
-        "auditwheel repair",
-        "gates",
-        "SHA256SUMS",
-        "upload",
-        "verify: the index serves the built bytes",
-        "prove: fresh venv, pip install cuda_ext_example, smoke test",
-    ):
-        assert f"<== {step}: ok" in log, step  # fmt: skip
+    steps = ["build wheel and sdist"]
+    for cpu in ("x86_64", "aarch64"):
+        steps += [f"auditwheel show ({cpu})", f"auditwheel repair ({cpu})", f"gates ({cpu})"]
+    steps += ["twine check --strict (sdist)", "SHA256SUMS", "upload",
+              "verify: the index serves the built bytes",
+              "prove: fresh venv, pip install cuda_ext_example, smoke test"]  # fmt: skip
+    for step in steps:
+        assert f"<== {step}: ok" in log, step
     assert "device code: NVRTC 12.9, sm_75" in log
     assert "local index: http://127.0.0.1:" in log
     assert "Successfully installed cuda_ext_example" in log
     assert log.count("SMOKE TEST PASSED") >= 2  # in the notebook and in the smoke test
     if hide:
         assert "/usr/local/cuda" not in log  # no include path or compiler from a toolkit
-    (wheel,) = (clone / "build" / "release" / "wheelhouse").glob("*.whl")
-    assert "cp310-abi3-manylinux2014_x86_64" in wheel.name
+    wheels = sorted(p.name for p in (clone / "build" / "release" / "wheelhouse").glob("*.whl"))
+    assert len(wheels) == 2
+    assert "cp310-abi3-manylinux2014_aarch64" in wheels[0]
+    assert "cp310-abi3-manylinux2014_x86_64" in wheels[1]
 
     run = make(clone, "doctor", "ptx", "symbols", hide_cuda=hide)
     out = run.stdout + run.stderr
@@ -129,7 +128,7 @@ def test_same_commit_same_bytes(released_clone, tmp_path):
     (ours_repaired,) = (ROOT / "wheelhouse").glob("*.whl")
     _, ours_sdist = pipeline.build_wheel_and_sdist(ours, tmp_path)
     (theirs,) = (clone / "dist").glob("*.whl")
-    (theirs_repaired,) = (clone / "build" / "release" / "wheelhouse").glob("*.whl")
+    (theirs_repaired,) = (clone / "build" / "release" / "wheelhouse").glob("*x86_64*.whl")
     (theirs_sdist,) = (clone / "build" / "release" / "dist").glob("*.tar.gz")
     from scripts.release.artifacts import read_sha256sums, sha256
 
@@ -137,7 +136,25 @@ def test_same_commit_same_bytes(released_clone, tmp_path):
         assert a.name == b.name
         assert sha256(a) == sha256(b), f"{a.name} differs between two builds of one commit"
     sums = read_sha256sums(clone / "build" / "release" / "SHA256SUMS")
-    assert sums == {
-        theirs_repaired.name: sha256(theirs_repaired),
-        theirs_sdist.name: sha256(theirs_sdist),
-    }
+    released = [*(clone / "build" / "release" / "wheelhouse").glob("*.whl"), theirs_sdist]
+    assert sums == {p.name: sha256(p) for p in released}
+
+
+def test_both_cpus_wheels_embed_the_same_device_code(released_clone):
+    """The aarch64 wheel differs from the x86_64 one only in its host code."""
+    clone, _, returncode, log = released_clone
+    assert returncode == 0, log[-3000:]
+    from cuda_ext_example import binary_info
+
+    fatbins = {}
+    for wheel in (clone / "build" / "release" / "wheelhouse").glob("*.whl"):
+        with binary_info.extension_in(wheel) as so:
+            fatbins[wheel.name] = binary_info.section_data(so, ".nv_fatbin")
+            elf = binary_info._elf(so)
+            machine = elf.header["e_machine"]
+            elf.stream.close()
+        assert machine == ("EM_AARCH64" if "aarch64" in wheel.name else "EM_X86_64")
+    (x86,) = [f for name, f in fatbins.items() if "x86_64" in name]
+    (arm,) = [f for name, f in fatbins.items() if "aarch64" in name]
+    assert x86 is not None and x86.count(b"\x7fELF") >= 9
+    assert x86 == arm

@@ -83,7 +83,7 @@ def test_release_workflow_uses_trusted_publishing():
     action = next(s for u, s in steps.items() if u.startswith("pypa/gh-action-pypi-publish"))
     assert action["with"]["attestations"] is True
     assert "password" not in action.get("with", {})  # OIDC, no long-lived token
-    assert "python -m scripts.release release --repository none" in str(wf["jobs"]["build"])
+    assert 'make release RELEASE_ARGS="--repository none"' in str(wf["jobs"]["build"])
 
 
 def test_cibuildwheel_builds_one_abi3_wheel():
@@ -130,7 +130,7 @@ def test_tracked_results_stay_small():
 def _zizmor(*paths) -> subprocess.CompletedProcess:
     exe = shutil.which("zizmor") or str(Path(sys.executable).parent / "zizmor")
     if not Path(exe).exists():
-        pytest.skip("zizmor not installed (requirements/dev.txt)")
+        pytest.skip("zizmor not installed (requirements/dev.in)")
     return subprocess.run([exe, "--offline", *map(str, paths)], capture_output=True, text=True)
 
 
@@ -151,3 +151,27 @@ def test_zizmor_finds_real_problems(tmp_path):
     run = _zizmor(bad)
     assert run.returncode != 0
     assert "unpinned-uses" in run.stdout and "artipacked" in run.stdout
+
+
+def test_tools_are_hash_locked():
+    lock = (ROOT / "requirements" / "dev.lock").read_text()
+    entries = re.split(r"\n(?=\S)", lock.strip())
+    pins = [e for e in entries if re.match(r"[A-Za-z0-9_.-]+==", e)]
+    assert len(pins) > 50
+    unhashed = [e.split()[0] for e in pins if "--hash=sha256:" not in e]
+    assert not unhashed, unhashed
+    # what we ask for is all in the lock
+    asked = set()
+    for name in ("build.in", "test.in", "dev.in"):
+        for line in (ROOT / "requirements" / name).read_text().splitlines():
+            match = re.match(r"([A-Za-z0-9_.-]+)==", line.split("#")[0].strip())
+            if match and "python_version < " not in line:
+                asked.add(match.group(1).lower().replace("_", "-"))
+    locked = {e.split("==")[0].lower().replace("_", "-") for e in pins}
+    assert asked <= locked, asked - locked
+    makefile = (ROOT / "Makefile").read_text()
+    assert "pip install -q --require-hashes -r requirements/dev.lock" in makefile
+    assert re.search(r"^make venv$", (ROOT / ".ci" / "run").read_text(), re.M)
+    for workflow in WORKFLOWS:  # every install in CI goes through make venv
+        text = workflow.read_text()
+        assert "pip install" not in text, workflow.name

@@ -154,7 +154,7 @@ def cmd_compat(args) -> int:
     venv_dir = ROOT / "build" / ("compat-" + "".join(c if c.isalnum() else "_" for c in args.torch))
     subprocess.run([sys.executable, "-m", "venv", "--clear", venv_dir], check=True)
     pip = [venv_dir / "bin" / "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, args.torch, "-r", ROOT / "requirements" / "test.txt"], check=True)
+    subprocess.run([*pip, args.torch, "-r", ROOT / "requirements" / "test.in"], check=True)
     subprocess.run([*pip, "--no-deps", args.wheel], check=True)
     log = Log(args.log)
     python = venv_dir / "bin" / "python"

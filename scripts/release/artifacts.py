@@ -51,9 +51,10 @@ def normalize_sdist(path: Path, epoch: int) -> None:
             member.pax_headers = {}
             payload = data.get(member.name)
             dst.addfile(member, io.BytesIO(payload) if payload is not None else None)
-    with open(path, "wb") as out, gzip.GzipFile(
-        filename="", mode="wb", fileobj=out, mtime=epoch, compresslevel=9
-    ) as gz:
+    with (
+        open(path, "wb") as out,
+        gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=epoch, compresslevel=9) as gz,
+    ):
         gz.write(raw.getvalue())
 
 

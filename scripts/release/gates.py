@@ -44,9 +44,9 @@ ALLOWED_NEEDED = frozenset(
         "libdl.so.2",
         "libpthread.so.0",
         "librt.so.1",
-        "ld-linux-x86-64.so.2",
     }
 )
+LOADERS = {"x86_64": "ld-linux-x86-64.so.2", "aarch64": "ld-linux-aarch64.so.1"}
 EXTENSION = "cuda_ext_example/_C.abi3.so"
 
 
@@ -105,6 +105,13 @@ def gate_abi3_tag(wheel: Path, cfg: config.BuildConfig) -> None:
             "build with setup.py's bdist_wheel py_limited_api (pyproject python-limited-api) "
             "and Extension(py_limited_api=True)",
         )
+    policy = f"{cfg.abi_tag}-abi3-manylinux2014_{_wheel_arch(wheel)}"
+    if policy not in tags:
+        raise GateFailure(
+            "abi3-tag",
+            f"wheel tags {tags} do not include {policy}",
+            "repair with scripts/release (auditwheel repair to manylinux2014)",
+        )
     non_abi3 = [n for n in extensions if n.endswith(".so") and not n.endswith(".abi3.so")]
     if non_abi3:
         raise GateFailure(
@@ -126,12 +133,12 @@ def gate_elf(wheel: Path, cfg: config.BuildConfig) -> None:
         )
     with binary_info.extension_in(wheel) as so:
         needed = binary_info.needed_libraries(so)
-        unexpected = sorted(set(needed) - ALLOWED_NEEDED)
+        allowed = ALLOWED_NEEDED | {LOADERS[_wheel_arch(wheel)]}
+        unexpected = sorted(set(needed) - allowed)
         if unexpected:
             raise GateFailure(
                 "elf-audit",
-                f"{EXTENSION} needs {unexpected}, which are not on the allowlist "
-                f"{sorted(ALLOWED_NEEDED)}",
+                f"{EXTENSION} needs {unexpected}, which are not on the allowlist {sorted(allowed)}",
                 "link only against libtorch_cpu.so (buildtools/build_ext.py): no CUDA runtime "
                 "(the launcher uses the driver API), never libstdc++",
             )
@@ -197,7 +204,7 @@ def gate_cuda12_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
             f"{_arch_versions(wrong)}; PTX ISA newer than {cfg.ptx_isa}: {_arch_versions(too_new)}"
             + ("" if toolkits else "; no cubin found"),
             f"compile the device code with NVRTC {cfg.device_cuda} (buildtools/device_code.py, "
-            "requirements/build.txt), never with a CUDA 13 nvcc or NVRTC",
+            "requirements/build.in), never with a CUDA 13 nvcc or NVRTC",
         )
 
 
@@ -218,6 +225,18 @@ def gate_torch_shims(wheel: Path, cfg: config.BuildConfig, torch_include: Path) 
             "shims; look up what a newer one needs at run time (as csrc/ops.cpp does for the "
             "CUDA stream)",
         )
+
+
+def _wheel_arch(wheel: Path) -> str:
+    tags = _wheel_tags(wheel)
+    archs = {arch for tag in tags for arch in LOADERS if tag.endswith(arch)}
+    if len(archs) != 1:
+        raise GateFailure(
+            "abi3-tag",
+            f"wheel tags {tags} name no single CPU of {sorted(LOADERS)}",
+            "build with make wheel (ARCH=aarch64 for the aarch64 wheel)",
+        )
+    return archs.pop()
 
 
 def _wheel_tags(wheel: Path) -> list[str]:

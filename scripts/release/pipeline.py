@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -33,7 +34,7 @@ from .local_index import files_on_index, local_index
 
 ROOT = config.ROOT
 
-PLATFORM = "manylinux2014_x86_64"
+PLATFORM = "manylinux2014"  # + _x86_64 / _aarch64, from the wheel
 # Never bundled: these come from the user's torch and NVIDIA driver. Bundling
 # them would load a second copy next to torch's (or pin one CUDA/torch build).
 REPAIR_EXCLUDES = (
@@ -113,27 +114,41 @@ def auditwheel_show(wheel: Path) -> None:
     )
 
 
-def auditwheel_repair(wheel: Path, out_dir: Path) -> Path:
-    shutil.rmtree(out_dir, ignore_errors=True)
+def wheel_arch(wheel: Path) -> str:
+    """'x86_64' or 'aarch64', from the wheel file's platform tag."""
+    return "aarch64" if Path(wheel).stem.endswith("aarch64") else "x86_64"
+
+
+def auditwheel_repair(wheel: Path, out_dir: Path, clean: bool = True) -> Path:
+    if clean:
+        shutil.rmtree(out_dir, ignore_errors=True)
     excludes = [arg for pattern in REPAIR_EXCLUDES for arg in ("--exclude", pattern)]
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    arch = wheel_arch(wheel)
+    # auditwheel names only this machine's CPU in --plat; for a cross-built wheel `auto`
+    # takes the CPU from the wheel and the lowest policy it meets, and the abi3 gate
+    # checks that this is manylinux2014 for that CPU.
+    plat = f"{PLATFORM}_{arch}" if arch == platform.machine() else "auto"
     run(
-        [venv_tool("auditwheel"), "repair", "--plat", PLATFORM, *excludes, "-w", out_dir, wheel],
-        f"the binary needs something {PLATFORM} does not allow (see auditwheel's message); "
+        [venv_tool("auditwheel"), "repair", "--plat", plat, *excludes, "-w", out_dir, wheel],
+        f"the binary needs something {PLATFORM}_{arch} does not allow (see auditwheel); "
         "the extension must be linked by zig for glibc 2.17 (buildtools/build_ext.py)",
         env=env,
     )
-    (repaired,) = out_dir.glob("*.whl")
+    (repaired,) = out_dir.glob(f"*{wheel_arch(wheel)}*.whl")
     return repaired
 
 
-def gates(wheel: Path, sdist: Path | None) -> None:
+def gates(wheel: Path, sdist: Path | None = None) -> None:
     run_gates(wheel)
     if sdist is not None:
-        run(
-            [venv_tool("twine"), "check", "--strict", sdist],
-            "fix the sdist metadata in pyproject.toml",
-        )
+        check_sdist(sdist)
+
+
+def check_sdist(sdist: Path) -> None:
+    run(
+        [venv_tool("twine"), "check", "--strict", sdist], "fix the sdist metadata in pyproject.toml"
+    )
 
 
 def refuse_existing(simple_url: str, files: list[Path]) -> None:
@@ -266,6 +281,22 @@ def cmd_prove(args) -> None:
             )  # fmt: skip
 
 
+def cmd_verify(args) -> None:
+    """An index's files against SHA256SUMS, retried while they are not there yet
+    (PyPI's CDN takes a moment after an upload)."""
+    deadline = time.monotonic() + args.wait
+    while True:
+        problems = verify_served(args.index, args.sums)
+        missing = [p for p in problems if p.endswith("not on the index")]
+        if not problems or missing != problems or time.monotonic() > deadline:
+            break
+        time.sleep(15)
+    if problems:
+        print("\n".join(f"MISMATCH {p}" for p in problems), file=sys.stderr)
+        raise SystemExit(1)
+    print(f"{args.index} serves every file of {args.sums} with its sha256")
+
+
 def cmd_gates(args) -> None:
     Pipeline(1).step("gates", gates, args.wheel, None)
 
@@ -281,18 +312,33 @@ def cmd_release(args) -> None:
     # Every step below (the build, auditwheel, the sdist) writes this time, not now's.
     os.environ.setdefault("SOURCE_DATE_EPOCH", str(config.source_date_epoch()))
     local = args.repository == "local"
-    steps = 6 + (2 if args.repository != "none" else 0) + (1 if local else 0)
+    n_wheels = len(args.wheel or [None])
+    steps = 4 + 3 * n_wheels + (2 if args.repository != "none" else 0) + (1 if local else 0)
     pipeline = Pipeline(steps)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    wheel, sdist = pipeline.step("build wheel and sdist", build_wheel_and_sdist, args.wheel, out)
-    pipeline.step("auditwheel show", auditwheel_show, wheel)
-    repaired = pipeline.step("auditwheel repair", auditwheel_repair, wheel, out / "wheelhouse")
-    pipeline.step("gates", gates, repaired, sdist)
-    files = [repaired, sdist]
+    given = args.wheel or [None]  # several --wheel: one per CPU (make release)
+    wheel, sdist = pipeline.step("build wheel and sdist", build_wheel_and_sdist, given[0], out)
+    wheels = [wheel, *given[1:]]
+    repaired = []
+    for i, each in enumerate(wheels):
+        pipeline.step(f"auditwheel show ({wheel_arch(each)})", auditwheel_show, each)
+        repaired.append(
+            pipeline.step(
+                f"auditwheel repair ({wheel_arch(each)})",
+                auditwheel_repair,
+                each,
+                out / "wheelhouse",
+                i == 0,
+            )  # fmt: skip
+        )
+    for each in repaired:
+        pipeline.step(f"gates ({wheel_arch(each)})", gates, each, None)
+    pipeline.step("twine check --strict (sdist)", check_sdist, sdist)
+    files = [*repaired, sdist]
     sums = pipeline.step("SHA256SUMS", write_sha256sums, files, out / "SHA256SUMS")
     if args.repository == "none":
-        pipeline.step("ready (no upload)", lambda: print(f"  {repaired}\n  {sdist}"))
+        pipeline.step("ready (no upload)", lambda: print("\n".join(f"  {f}" for f in files)))
         return
     with ExitStack() as stack:
         if local:
@@ -339,7 +385,10 @@ def main(argv=None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("release", help="build, show, repair, gate, upload, prove")
     p.add_argument(
-        "--wheel", type=Path, help="use this built (unrepaired) wheel instead of building"
+        "--wheel",
+        type=Path,
+        action="append",
+        help="use this built (unrepaired) wheel instead of building; repeat for each CPU",
     )
     p.add_argument(
         "--repository",
@@ -361,6 +410,11 @@ def main(argv=None) -> None:
     q.add_argument("--dest", type=Path, default=ROOT / "wheelhouse")
     q.add_argument("--gate", action="store_true", help="then run the gates on the result")
     q.set_defaults(func=cmd_repair)
+    q = sub.add_parser("verify", help="an index's files against SHA256SUMS")
+    q.add_argument("sums", type=Path)
+    q.add_argument("--index", required=True, help="simple index URL, e.g. https://pypi.org/simple/")
+    q.add_argument("--wait", type=float, default=0, help="seconds to wait for missing files")
+    q.set_defaults(func=cmd_verify)
     q = sub.add_parser("gates", help="the blocking gates only")
     q.add_argument("wheel", type=Path)
     q.set_defaults(func=cmd_gates)

@@ -1,0 +1,64 @@
+"""Building for another CPU (aarch64 on an x86_64 machine): what differs is only the host
+library. zig cross-compiles and links it; the device code (the fatbin) is the same bytes
+for every CPU. What the link needs of torch, its headers and libtorch_cpu.so, comes from
+torch's wheel for that CPU, fetched pinned (the build's own torch version) and used for
+linking only.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from . import config
+
+CACHE = config.ROOT / "build" / "cross"
+# Where torch publishes its wheels for each CPU (pip --platform matches tags exactly).
+WHEEL_PLATFORMS = {"aarch64": ["manylinux_2_28_aarch64", "manylinux2014_aarch64"]}
+LINK_ONLY = ("torch/lib/libtorch_cpu.so", "torch/lib/libc10.so")
+
+
+def host_arch() -> str:
+    return platform.machine()
+
+
+def target_arch() -> str:
+    """$CEE_TARGET_ARCH (make wheel ARCH=aarch64), else this machine's CPU."""
+    import os
+
+    return os.environ.get("CEE_TARGET_ARCH") or host_arch()
+
+
+def torch_wheel(arch: str) -> Path:
+    """The build's torch version, as torch's wheel for `arch` (pip's cache makes it once)."""
+    version = importlib.metadata.version("torch").split("+")[0]
+    dest = CACHE / "wheels"
+    found = sorted(dest.glob(f"torch-{version}-*{arch}*.whl"))
+    if found:
+        return found[-1]
+    platforms = [a for p in WHEEL_PLATFORMS[arch] for a in ("--platform", p)]
+    py = f"{sys.version_info.major}{sys.version_info.minor}"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+         *platforms, "--python-version", py, "--implementation", "cp",
+         "-d", dest, f"torch=={version}"],
+        check=True,
+    )  # fmt: skip
+    (wheel,) = sorted(dest.glob(f"torch-{version}-*{arch}*.whl"))
+    return wheel
+
+
+def torch_paths(arch: str) -> tuple[Path, Path]:
+    """(include dir, lib dir) of torch for `arch`: headers and the libraries to link."""
+    wheel = torch_wheel(arch)
+    root = CACHE / wheel.stem
+    if not (root / LINK_ONLY[0]).exists():
+        with zipfile.ZipFile(wheel) as zf:
+            for name in zf.namelist():
+                if name.startswith("torch/include/") or name in LINK_ONLY:
+                    zf.extract(name, root)
+    return root / "torch" / "include", root / "torch" / "lib"

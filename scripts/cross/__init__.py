@@ -1,0 +1,1 @@
+"""Builds for another CPU, run here under emulation (python -m scripts.cross)."""

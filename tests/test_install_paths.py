@@ -1,0 +1,132 @@
+"""The ways people install: `uv pip install`, the sdist (`pip install --no-binary`), and a
+platform the build cannot serve, which must be told so at once."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from buildtools.platform_check import WHEELS, unsupported_reason
+from scripts.release import pipeline
+from scripts.release.local_index import local_index
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.release
+
+
+@pytest.mark.parametrize(
+    ("system", "machine"),
+    [("Windows", "AMD64"), ("Darwin", "arm64"), ("Linux", "i686"), ("Linux", "armv7l")],
+)
+def test_unsupported_platform_is_told_at_once(system, machine):
+    reason = unsupported_reason(system, machine)
+    assert f"cannot be built on {system} {machine}" in reason
+    assert WHEELS in reason
+    assert unsupported_reason("Linux", "x86_64") is None
+
+
+def test_build_requirements_install_nothing_large_elsewhere():
+    # On another platform setup.py must run (and refuse) before torch, zig or CUDA
+    # packages are installed into the build environment.
+    tomllib = pytest.importorskip("tomllib")
+
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    heavy = [r for r in requires if re.match(r"(torch|ziglang|nvidia-)", r)]
+    assert len(heavy) == 6
+    marker = "sys_platform == 'linux' and platform_machine in 'x86_64 aarch64'"
+    assert all(marker in r for r in heavy)
+
+
+def torch_wheel_dir() -> Path:
+    """A local directory that holds this torch's wheel (pip's find-links here), or skip:
+    the install tests must not download a multi-GB CUDA torch."""
+    import torch
+
+    version = torch.__version__.split("+")[0]
+    found = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True
+    ).stdout
+    for folder in re.findall(r"find-links='([^']+)'", found):
+        if list(Path(folder).glob(f"torch-{version}*.whl")):
+            return Path(folder)
+    pytest.skip(f"no local wheel of torch {version} to install from")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The repaired wheel and a fresh sdist, on a local pypiserver."""
+    (wheel,) = (ROOT / "wheelhouse").glob("*.whl")
+    out = tmp_path_factory.mktemp("artifacts")
+    _, sdist = pipeline.build_wheel_and_sdist(wheel, out)
+    index = tmp_path_factory.mktemp("index")
+    shutil.copy(wheel, index)
+    shutil.copy(sdist, index)
+    with local_index(index, out / "pypiserver.log") as base:
+        yield base + "simple/"
+
+
+def smoke_test(python: Path) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        run = subprocess.run(
+            [python, "-m", "cuda_ext_example", "smoke-test"],
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+        )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "SMOKE TEST PASSED" in run.stdout
+    return run.stdout
+
+
+def test_uv_pip_install_from_the_index(served, tmp_path):
+    uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+    if not Path(uv).exists():
+        pytest.skip("uv not installed (requirements/dev.in)")
+    import torch
+
+    venv = tmp_path / "uv-venv"
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, venv], check=True)
+    python = venv / "bin" / "python"
+    run = subprocess.run(
+        [uv, "pip", "install", "--python", python, "--index-url", served,
+         "--find-links", torch_wheel_dir(), f"torch=={torch.__version__.split('+')[0]}",
+         "cuda_ext_example"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "+ cuda-ext-example==" in run.stderr  # uv's own report of what it installed
+    smoke_test(python)
+
+
+def test_sdist_builds_and_passes_the_smoke_test(served, tmp_path):
+    """`pip install --no-binary cuda_ext_example`: the sdist from the index built in pip's
+    isolated build environment (torch held to ours, the rest from PyPI), then the smoke test."""
+    import torch
+
+    torch_pin = f"torch=={torch.__version__.split('+')[0]}"
+    python = pipeline.make_venv(tmp_path / "venv")
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text(torch_pin + "\n")
+    env = dict(os.environ, PIP_CONSTRAINT=str(constraints), PIP_FIND_LINKS=str(torch_wheel_dir()))
+    run = subprocess.run(
+        [python, "-m", "pip", "install", "--disable-pip-version-check", "-q", torch_pin],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    run = subprocess.run(
+        [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-binary",
+         "cuda_ext_example", "--extra-index-url", served, "cuda_ext_example"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-5000:]
+    assert re.search(r"cuda_ext_example-[\d.]+\.tar\.gz", log), "pip did not take the sdist"
+    assert "Successfully built cuda_ext_example" in log or "Successfully installed" in log
+    smoke_test(python)
