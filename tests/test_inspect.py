@@ -1,4 +1,4 @@
-"""`python -m cuda_ext_example.inspect` on the built wheel, and the shim-version table."""
+"""`python -m cuda_ext_example inspect` on the built wheel, and the shim-version table."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_ext_example import BUILD_INFO, binary_info, inspect, shim_versions
+from cuda_ext_example import BUILD_INFO, binary_info, inspect_binary, shim_versions
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.wheel
@@ -22,7 +22,7 @@ def wheel() -> Path:
 
 def run_inspect(*args) -> str:
     out = io.StringIO()
-    assert inspect.main([str(a) for a in args], out=out) == 0
+    assert inspect_binary.main([str(a) for a in args], out=out) == 0
     return out.getvalue()
 
 
@@ -131,7 +131,7 @@ def test_shim_versions_parser():
 
 
 def test_shim_versions_of_real_headers():
-    include = inspect.torch_include()
+    include = inspect_binary.torch_include()
     versions = shim_versions.shim_versions(include)
     assert versions["aoti_torch_check"] == (2, 9)
     assert versions["torch_call_dispatcher"] == (2, 10)

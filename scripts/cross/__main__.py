@@ -77,9 +77,10 @@ CPUINFO = (
 )
 
 OPS_CHECK = """
-import torch, cuda_ext_example
+import platform, torch, cuda_ext_example
 from cuda_ext_example import SUPPORTED_DTYPES, my_add, my_fast_add
-print("torch", torch.__version__, "| cuda_ext_example", cuda_ext_example.__version__,
+print(platform.machine(), "| python", platform.python_version(), "| torch", torch.__version__,
+      "| cuda_ext_example", cuda_ext_example.__version__,
       "| device code", cuda_ext_example.BUILD_INFO["device_compiler"])
 bad = 0
 for dtype in SUPPORTED_DTYPES:
@@ -161,7 +162,13 @@ def check(wheel: Path, log_path: Path) -> int:
     with zipfile.ZipFile(wheel) as zf:  # what pip --target installs (a wheel is a zip)
         zf.extractall(target)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), str(SITE)]))
-    lines = [f"wheel: {wheel.name}", header(), "emulated: qemu-aarch64 + Debian 12 arm64 CPython"]
+    qemu = subprocess.run(["qemu-aarch64", "--version"], capture_output=True, text=True)
+    lines = [
+        f"wheel: {wheel.name}",
+        "emulated: " + qemu.stdout.splitlines()[0] + ", Debian 12 arm64 CPython 3.11",
+        "the x86_64 machine that runs it:",
+        header(),
+    ]
     failed = []
     here = tempfile.mkdtemp()
     for title, cmd in (

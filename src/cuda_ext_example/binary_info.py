@@ -1,6 +1,6 @@
 """Facts about a built extension binary (.so, or the one inside a wheel).
 
-Shared by the wheel tests, the release gates and `python -m cuda_ext_example.inspect`.
+Shared by the wheel tests, the release gates and `python -m cuda_ext_example inspect`.
 ELF facts come from pyelftools (installed with auditwheel; `pip install pyelftools`);
 the device-code listing comes from NVIDIA's cuobjdump.
 """
