@@ -47,9 +47,10 @@ def machine_facts(now: datetime | None = None) -> dict[str, str]:
     try:
         import cuda_ext_example
 
-        record = cuda_ext_example.BUILD_INFO
+        record = getattr(cuda_ext_example, "BUILD_INFO", {})  # {}: not a built package
+        version = getattr(cuda_ext_example, "__version__", "?")
         facts["cuda_ext_example"] = (
-            f"{cuda_ext_example.__version__} ({record.get('git_commit', '?')[:12]}, "
+            f"{version} ({record.get('git_commit', '?')[:12]}, "
             f"device code by {record.get('device_compiler', '?')})"
         )
     except ImportError as exc:
