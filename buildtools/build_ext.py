@@ -29,6 +29,12 @@ def _run(cmd: list[str]) -> None:
     subprocess.run([str(c) for c in cmd], check=True)
 
 
+def include(path: Path | str, name: str) -> list[str]:
+    """-I for a header folder that may live anywhere (a venv, a cache), mapped to a fixed
+    name in the binary: headers' __FILE__ strings must not depend on where it is."""
+    return [f"-I{path}", f"-ffile-prefix-map={path}={name}"]
+
+
 def zig_cxx(cfg: config.BuildConfig, generated: Path, arch: str | None = None) -> list[str]:
     """zig c++ for the CPU and the glibc floor, with the include paths every host file needs."""
     return [
@@ -46,7 +52,7 @@ def zig_cxx(cfg: config.BuildConfig, generated: Path, arch: str | None = None) -
         f"-I{CSRC}",
         f"-I{generated}",
         # cuda.h and cudaTypedefs.h (types only; nothing is linked from CUDA).
-        f"-I{device_code.pypi_path('cuda_runtime', 'include')}",
+        *include(device_code.pypi_path("cuda_runtime", "include"), "cuda/include"),
     ]
 
 
@@ -61,8 +67,8 @@ def link_extension(cfg: config.BuildConfig, generated: Path, out: Path, arch: st
             "-shared",
             f"-DTORCH_TARGET_VERSION={cfg.torch_target_hex}",
             f"-DPy_LIMITED_API={cfg.py_limited_api_hex}",
-            f"-I{torch_include}",
-            f"-I{sysconfig.get_paths()['include']}",
+            *include(torch_include, "torch/include"),
+            *include(sysconfig.get_paths()["include"], "python/include"),
             *(CSRC / name for name in HOST_SOURCES),
             generated / "device_code.S",
             f"-L{torch_lib}",

@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 
 from buildtools.config import ROOT
-from scripts.gpu.facts import header
+from scripts.gpu.facts import Log, header
 
 ENV = ROOT / "build" / "cross" / "aarch64-env"
 SYSROOT = ENV / "sysroot"
@@ -163,30 +163,17 @@ def check(wheel: Path, log_path: Path) -> int:
         zf.extractall(target)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), str(SITE)]))
     qemu = subprocess.run(["qemu-aarch64", "--version"], capture_output=True, text=True)
-    lines = [
-        f"wheel: {wheel.name}",
-        "emulated: " + qemu.stdout.splitlines()[0] + ", Debian 12 arm64 CPython 3.11",
-        "the x86_64 machine that runs it:",
-        header(),
-    ]
-    failed = []
+    log = Log(log_path)
+    log.write(f"wheel: {wheel.name}")
+    log.write(f"emulated: {qemu.stdout.splitlines()[0]}, Debian 12 arm64 CPython 3.11")
+    log.write(f"the x86_64 machine that runs it:\n{header()}")
     here = tempfile.mkdtemp()
-    for title, cmd in (
-        ("CPU ops for every dtype", [*python_cmd(), "-W", "ignore", "-c", OPS_CHECK]),
-        ("a too-old torch is refused", [*python_cmd(), "-W", "ignore", "-c", OLD_TORCH]),
-        ("doctor", [*python_cmd(), "-W", "ignore", "-m", "cuda_ext_example", "doctor"]),
-    ):
-        result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=here)
-        lines += [f"\n===== {title}", (result.stdout + result.stderr).strip(),
-                  f"[exit {result.returncode}]"]  # fmt: skip
-        print("\n".join(lines[-3:]), flush=True)
-        if result.returncode != 0:
-            failed.append(title)
-    lines.append(f"\nfailed: {failed or 'none'}")
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.write_text("\n".join(lines) + "\n")
-    print(f"log: {log_path}")
-    return 1 if failed else 0
+    emulated = [*python_cmd(), "-W", "ignore"]
+    log.run("CPU ops for every dtype", [*emulated, "-c", OPS_CHECK], env=env, cwd=here)
+    log.run("a too-old torch is refused", [*emulated, "-c", OLD_TORCH], env=env, cwd=here)
+    log.run("doctor", [*emulated, "-m", "cuda_ext_example", "doctor"], env=env, cwd=here)
+    log.write(f"\nfailed: {log.failed or 'none'}")
+    return 1 if log.failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,33 +25,9 @@ from pathlib import Path
 
 from buildtools.config import ROOT
 
-from .facts import header
+from .facts import Log, header
 
 EXTRA_WHEELS = ROOT / ".whl"
-
-
-class Log:
-    """Prints and appends to a log file; counts failed steps."""
-
-    def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self.path.write_text("")
-        self.failed: list[str] = []
-
-    def write(self, text: str) -> None:
-        print(text, flush=True)
-        with self.path.open("a") as f:
-            f.write(text + "\n")
-
-    def run(self, title: str, cmd: list, **kwargs) -> int:
-        self.write(f"\n===== {title}")
-        result = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kwargs)
-        self.write((result.stdout + result.stderr).rstrip())
-        self.write(f"[exit {result.returncode}]")
-        if result.returncode != 0:
-            self.failed.append(title)
-        return result.returncode
 
 
 def install(wheel: Path, with_extras: bool = True) -> dict:

@@ -1,10 +1,12 @@
-"""The one header every GPU-machine log starts with: date, GPUs, driver, versions."""
+"""The one header every GPU-machine log starts with (date, GPUs, driver, versions), and
+the log that runs each step and records its output."""
 
 from __future__ import annotations
 
 import platform
 import subprocess
 from datetime import datetime, timezone
+from pathlib import Path
 
 
 def driver_version() -> str:
@@ -60,3 +62,27 @@ def machine_facts(now: datetime | None = None) -> dict[str, str]:
 
 def header(now: datetime | None = None) -> str:
     return "\n".join(f"{k}: {v}" for k, v in machine_facts(now).items())
+
+
+class Log:
+    """Prints and appends to a log file; counts failed steps."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.path.write_text("")
+        self.failed: list[str] = []
+
+    def write(self, text: str) -> None:
+        print(text, flush=True)
+        with self.path.open("a") as f:
+            f.write(text + "\n")
+
+    def run(self, title: str, cmd: list, **kwargs) -> int:
+        self.write(f"\n===== {title}")
+        result = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kwargs)
+        self.write((result.stdout + result.stderr).rstrip())
+        self.write(f"[exit {result.returncode}]")
+        if result.returncode != 0:
+            self.failed.append(title)
+        return result.returncode
