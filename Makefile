@@ -46,7 +46,8 @@ WHEEL_SOURCES := $(wildcard csrc/* buildtools/*.py src/cuda_ext_example/*.py) \
 	pyproject.toml setup.py MANIFEST.in README.md LICENSE
 wheel: $(DIST)/.built
 $(DIST)/.built: $(STAMP) $(WHEEL_SOURCES)
-	rm -rf $(DIST)
+	# setuptools' staging folders keep files the sources no longer have: start clean.
+	rm -rf $(DIST) build/lib.* build/bdist.*
 	CEE_TARGET_ARCH=$(ARCH) $(PY) -m build --wheel --no-isolation --outdir $(DIST) .
 	touch $@
 

@@ -96,6 +96,8 @@ def build_wheel_and_sdist(given_wheel: Path | None, out: Path) -> tuple[Path, Pa
     shutil.rmtree(dist, ignore_errors=True)
     fix = "see the compiler output above; `make wheel` builds the same way"
     if given_wheel is None:
+        for stale in [*ROOT.glob("build/lib.*"), *ROOT.glob("build/bdist.*")]:
+            shutil.rmtree(stale)  # setuptools' staging keeps files the sources dropped
         run(
             [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", dist, ROOT],
             fix,
