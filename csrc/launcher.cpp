@@ -42,7 +42,6 @@ constexpr int kMaxDevices = 64;
 // (the N of PFN_name_vN). tests/test_launcher.py reads this list.
 #define CEE_DRIVER_ENTRY_POINTS(X)  \
   X(cuInit, 2000)                   \
-  X(cuDriverGetVersion, 2020)       \
   X(cuGetErrorName, 6000)           \
   X(cuGetErrorString, 6000)         \
   X(cuDeviceGet, 2000)              \
@@ -92,6 +91,18 @@ void describe_driver_error(const Driver& d, CUresult status, const char* what,
            text ? text : "no description");
 }
 
+// One entry point as CUDA 12.0 behaves, or nullptr.
+void* entry_point(const Driver& d, const char* name) {
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult found;
+  if (d.get_proc_address(name, &fn, kDriverApiVersion,
+                         CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+                         &found) != CUDA_SUCCESS ||
+      found != CU_GET_PROC_ADDRESS_SUCCESS)
+    return nullptr;
+  return fn;
+}
+
 // Opens libcuda.so.1 and takes the entry points; false with s.error set.
 bool load_driver(State& s) {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -118,16 +129,12 @@ bool load_driver(State& s) {
     return false;
   }
   Driver& d = s.driver;
-  CUdriverProcAddressQueryResult found;
-#define CEE_DRIVER_LOAD(name, version)                                         \
-  if (d.get_proc_address(#name, reinterpret_cast<void**>(&d.name),             \
-                         kDriverApiVersion, CU_GET_PROC_ADDRESS_LEGACY_STREAM, \
-                         &found) != CUDA_SUCCESS ||                            \
-      found != CU_GET_PROC_ADDRESS_SUCCESS || !d.name) {                       \
-    snprintf(s.error, sizeof s.error,                                          \
-             "the NVIDIA driver has no %s for CUDA 12.0 (query result %d)",    \
-             #name, (int)found);                                               \
-    return false;                                                              \
+#define CEE_DRIVER_LOAD(name, version)                                       \
+  d.name = reinterpret_cast<PFN_##name##_v##version>(entry_point(d, #name)); \
+  if (!d.name) {                                                             \
+    snprintf(s.error, sizeof s.error,                                        \
+             "the NVIDIA driver has no %s for CUDA 12.0", #name);            \
+    return false;                                                            \
   }
   CEE_DRIVER_ENTRY_POINTS(CEE_DRIVER_LOAD)
 #undef CEE_DRIVER_LOAD
@@ -251,6 +258,8 @@ int64_t blocks_for(cee_shape shape, cee_dtype dtype, int64_t n) {
 void describe_launch_error(const Driver& d, CUresult status, int device,
                            const char* op, const char* what, char* err,
                            size_t err_len) {
+  char driver_error[256];
+  describe_driver_error(d, status, what, driver_error, sizeof driver_error);
   if (status == CUDA_ERROR_NO_BINARY_FOR_GPU ||
       status == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
       status == CUDA_ERROR_INVALID_PTX) {
@@ -262,8 +271,6 @@ void describe_launch_error(const Driver& d, CUresult status, int device,
       d.cuDeviceGetAttribute(&minor,
                              CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
     }
-    char driver_error[256];
-    describe_driver_error(d, status, what, driver_error, sizeof driver_error);
     snprintf(err, err_len,
              "%s: this cuda_ext_example wheel has no GPU code for cuda:%d "
              "(compute capability %d.%d, sm_%d%d). The wheel carries %s. Use "
@@ -273,8 +280,6 @@ void describe_launch_error(const Driver& d, CUresult status, int device,
              driver_error);
     return;
   }
-  char driver_error[256];
-  describe_driver_error(d, status, what, driver_error, sizeof driver_error);
   snprintf(err, err_len, "%s: CUDA driver error on cuda:%d: %s", op, device,
            driver_error);
 }
@@ -339,15 +344,9 @@ extern "C" void* cee_cuda_entry_point(const char* name, char* err,
                                       size_t err_len) {
   State* s = ready(err, err_len);
   if (!s) return nullptr;
-  void* fn = nullptr;
-  CUdriverProcAddressQueryResult found;
-  if (s->driver.get_proc_address(name, &fn, kDriverApiVersion,
-                                 CU_GET_PROC_ADDRESS_LEGACY_STREAM,
-                                 &found) != CUDA_SUCCESS ||
-      found != CU_GET_PROC_ADDRESS_SUCCESS) {
+  void* fn = entry_point(s->driver, name);
+  if (!fn)
     snprintf(err, err_len, "the NVIDIA driver has no %s for CUDA 12.0", name);
-    return nullptr;
-  }
   return fn;
 }
 

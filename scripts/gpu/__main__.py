@@ -30,15 +30,20 @@ from .facts import Log, header
 EXTRA_WHEELS = ROOT / ".whl"
 
 
-def install(wheel: Path, with_extras: bool = True) -> dict:
-    """The wheel (and .whl/ extras) into a fresh target dir; the environment that sees it."""
+def install_offline(wheels: list[Path]) -> str:
+    """Wheels into a fresh target folder, without network; returns the folder."""
     site = tempfile.mkdtemp(prefix="cee-site-")
-    extras = sorted(EXTRA_WHEELS.glob("*.whl")) if with_extras else []
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile",
-         "--target", site, wheel, *extras],
+         "--target", site, *wheels],
         check=True,
     )  # fmt: skip
+    return site
+
+
+def install(wheel: Path) -> dict:
+    """The wheel (and .whl/ extras) installed; the environment that sees it."""
+    site = install_offline([wheel, *sorted(EXTRA_WHEELS.glob("*.whl"))])
     path = os.pathsep.join([site, str(ROOT)])
     return dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
 
@@ -112,12 +117,7 @@ def cmd_release_check(args) -> int:
     log.write(f"wheel: {args.wheel.name}")
     log.write(header())
     # pypiserver, nbclient, ipykernel and what they need, as wheels carried here.
-    tools = tempfile.mkdtemp(prefix="cee-tools-")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile",
-         "--target", tools, *sorted(args.tools.glob("*.whl"))],
-        check=True,
-    )  # fmt: skip
+    tools = install_offline(sorted(args.tools.glob("*.whl")))
     return log.run(
         "prove: local index, Colab notebook, smoke test",
         [sys.executable, "-m", "scripts.release", "prove", args.wheel.resolve(),

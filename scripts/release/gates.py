@@ -105,7 +105,7 @@ def gate_abi3_tag(wheel: Path, cfg: config.BuildConfig) -> None:
             "build with setup.py's bdist_wheel py_limited_api (pyproject python-limited-api) "
             "and Extension(py_limited_api=True)",
         )
-    policy = f"{cfg.abi_tag}-abi3-manylinux2014_{_wheel_arch(wheel)}"
+    policy = f"{cfg.abi_tag}-abi3-manylinux2014_{_arch_of(tags)}"
     if policy not in tags:
         raise GateFailure(
             "abi3-tag",
@@ -133,7 +133,7 @@ def gate_elf(wheel: Path, cfg: config.BuildConfig) -> None:
         )
     with binary_info.extension_in(wheel) as so:
         needed = binary_info.needed_libraries(so)
-        allowed = ALLOWED_NEEDED | {LOADERS[_wheel_arch(wheel)]}
+        allowed = ALLOWED_NEEDED | {LOADERS[wheel_arch(wheel)]}
         unexpected = sorted(set(needed) - allowed)
         if unexpected:
             raise GateFailure(
@@ -227,8 +227,12 @@ def gate_torch_shims(wheel: Path, cfg: config.BuildConfig, torch_include: Path) 
         )
 
 
-def _wheel_arch(wheel: Path) -> str:
-    tags = _wheel_tags(wheel)
+def wheel_arch(wheel: Path) -> str:
+    """'x86_64' or 'aarch64', from the wheel's tags (repaired or not)."""
+    return _arch_of(_wheel_tags(wheel))
+
+
+def _arch_of(tags: list[str]) -> str:
     archs = {arch for tag in tags for arch in LOADERS if tag.endswith(arch)}
     if len(archs) != 1:
         raise GateFailure(

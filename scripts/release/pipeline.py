@@ -29,7 +29,7 @@ from pathlib import Path
 from buildtools import config
 
 from .artifacts import normalize_sdist, verify_served, write_sha256sums
-from .gates import GateFailure, run_gates, venv_tool
+from .gates import GateFailure, run_gates, venv_tool, wheel_arch
 from .local_index import files_on_index, local_index
 
 ROOT = config.ROOT
@@ -116,11 +116,6 @@ def auditwheel_show(wheel: Path) -> None:
     )
 
 
-def wheel_arch(wheel: Path) -> str:
-    """'x86_64' or 'aarch64', from the wheel file's platform tag."""
-    return "aarch64" if Path(wheel).stem.endswith("aarch64") else "x86_64"
-
-
 def auditwheel_repair(wheel: Path, out_dir: Path, clean: bool = True) -> Path:
     if clean:
         shutil.rmtree(out_dir, ignore_errors=True)
@@ -139,12 +134,6 @@ def auditwheel_repair(wheel: Path, out_dir: Path, clean: bool = True) -> Path:
     )
     (repaired,) = out_dir.glob(f"*{wheel_arch(wheel)}*.whl")
     return repaired
-
-
-def gates(wheel: Path, sdist: Path | None = None) -> None:
-    run_gates(wheel)
-    if sdist is not None:
-        check_sdist(sdist)
 
 
 def check_sdist(sdist: Path) -> None:
@@ -262,7 +251,7 @@ def cmd_repair(args) -> Path:
     pipeline.step("auditwheel show", auditwheel_show, args.wheel)
     repaired = pipeline.step("auditwheel repair", auditwheel_repair, args.wheel, args.dest)
     if args.gate:
-        pipeline.step("gates", gates, repaired, None)
+        pipeline.step("gates", run_gates, repaired)
     return repaired
 
 
@@ -300,7 +289,7 @@ def cmd_verify(args) -> None:
 
 
 def cmd_gates(args) -> None:
-    Pipeline(1).step("gates", gates, args.wheel, None)
+    Pipeline(1).step("gates", run_gates, args.wheel)
 
 
 def default_torch_spec() -> str:
@@ -335,7 +324,7 @@ def cmd_release(args) -> None:
             )  # fmt: skip
         )
     for each in repaired:
-        pipeline.step(f"gates ({wheel_arch(each)})", gates, each, None)
+        pipeline.step(f"gates ({wheel_arch(each)})", run_gates, each)
     pipeline.step("twine check --strict (sdist)", check_sdist, sdist)
     files = [*repaired, sdist]
     sums = pipeline.step("SHA256SUMS", write_sha256sums, files, out / "SHA256SUMS")

@@ -74,16 +74,18 @@ def _checkout_modules(src: Path):
     return device_code
 
 
-def write_device_image(src: Path, out: Path) -> str:
-    """NVRTC -> one cubin for this GPU; writes device_code.h and device_image.cpp."""
-    device_code = _checkout_modules(src)
+def _nvrtc() -> tuple[Path, list[Path]]:
     candidates = _nvrtc_candidates()
     if not candidates:
         raise FileNotFoundError(
             "no NVRTC found: set CEE_NVRTC to a libnvrtc.so, or pip install "
             "nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12 nvidia-cuda-cccl-cu12"
         )
-    lib, includes = candidates[0]
+    return candidates[0]
+
+
+def write_device_image(device_code, lib: Path, includes: list[Path], out: Path) -> str:
+    """NVRTC -> one cubin for this GPU; writes device_code.h and device_image.cpp."""
     nvrtc = device_code.Nvrtc(lib)
     major, minor = torch.cuda.get_device_capability()
     target = f"sm_{major}{minor}"
@@ -116,12 +118,14 @@ def load(source_dir: str | os.PathLike | None = None, verbose: bool = False):
         )
     if not torch.cuda.is_available():
         raise RuntimeError("the JIT build compiles device code for this machine's GPU: none found")
+    device_code = _checkout_modules(src)
+    lib, includes = _nvrtc()
     generated = Path.home() / ".cache" / "cuda_ext_example" / "jit"
-    compiled = write_device_image(src, generated)
+    compiled = write_device_image(device_code, lib, includes, generated)
     if verbose:
         print(f"device code: {compiled}")
-    cuda_include = next(d for d in _nvrtc_candidates()[0][1] if (d / "cuda.h").exists())
-    cfg = _checkout_modules(src).config.load()
+    cuda_include = next(d for d in includes if (d / "cuda.h").exists())
+    cfg = device_code.config.load()
     cpp_extension.load(
         name=NAMESPACE,
         sources=[
