@@ -24,20 +24,32 @@ wheelhouse_of = $(if $(filter $(1),$(HOST_ARCH)),wheelhouse,build/$(1)/wheelhous
 DIST := $(call dist_of,$(ARCH))
 WHEELHOUSE := $(call wheelhouse_of,$(ARCH))
 
-# Every tool at the version and the bytes of requirements/dev.lock (hashes checked).
+# Every tool at the version and the bytes of requirements/dev.lock (hashes checked),
+# from PyPI or whatever index pip is configured with. buildtools/setup_venv.py checks
+# Python (>= 3.10), the platform and the network first, and ends a failure with one line.
 venv: $(STAMP)
 $(STAMP): requirements/dev.lock
-	test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
-	$(PY) -m pip install -q --require-hashes -r requirements/dev.lock
+	$(PYTHON_BOOTSTRAP) buildtools/setup_venv.py $(VENV) requirements/dev.lock build/venv-setup.log
 	touch $@
 
-# Regenerates the lock from requirements/*.in (what we ask for) with pip-tools.
-PIP_TOOLS := pip-tools==7.6.2
+# Regenerates the locks from requirements/*.in (what we ask for) with a pinned uv: one
+# universal lock for every Python >= 3.10 (uv's markers pick each Python's pins), resolved
+# from PyPI alone, with this machine's pip and uv configuration (extra indexes, find-links,
+# constraints) switched off and nothing published after LOCK_DATE considered: the same
+# inputs give the same lock anywhere. Move LOCK_DATE to take newer releases.
+LOCK_DATE := 2026-11-23T00:00:00Z
+PYPI_ONLY := env -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL -u PIP_FIND_LINKS -u PIP_NO_INDEX \
+	-u PIP_CONSTRAINT -u UV_INDEX -u UV_INDEX_URL -u UV_DEFAULT_INDEX -u UV_EXTRA_INDEX_URL \
+	-u UV_FIND_LINKS -u UV_CONSTRAINT -u UV_OVERRIDE -u UV_CONFIG_FILE PIP_CONFIG_FILE=/dev/null
+LOCK_UV := build/lock-venv/bin/uv
+UV_COMPILE := $(PYPI_ONLY) $(LOCK_UV) pip compile --universal --python-version 3.10 \
+	--generate-hashes --no-config --system-certs --index-url https://pypi.org/simple \
+	--exclude-newer $(LOCK_DATE) --custom-compile-command "make lock" --annotation-style line -q
 lock:
-	test -x build/lock-venv/bin/pip-compile || \
-		($(PYTHON_BOOTSTRAP) -m venv build/lock-venv && build/lock-venv/bin/pip install -q $(PIP_TOOLS))
-	build/lock-venv/bin/pip-compile --generate-hashes --allow-unsafe --strip-extras --no-header \
-		--annotation-style line -q -o requirements/dev.lock requirements/dev.in
+	test -x $(LOCK_UV) || ($(PYTHON_BOOTSTRAP) -m venv build/lock-venv && \
+		$(PYPI_ONLY) build/lock-venv/bin/pip install -q --require-hashes -r requirements/uv.lock)
+	$(UV_COMPILE) -o requirements/uv.lock requirements/uv.in
+	$(UV_COMPILE) -o requirements/dev.lock requirements/dev.in
 
 # ---------------------------------------------------------------- build and ship
 # bdist_wheel through `build`, rebuilt when a source changes; no isolation, so the
@@ -52,13 +64,20 @@ $(DIST)/.built: $(STAMP) $(WHEEL_SOURCES)
 	touch $@
 
 # auditwheel show, then repair to manylinux2014 without grafting torch or CUDA
-# (scripts/release/pipeline.py holds the excludes).
-repair: wheel
+# (scripts/release/pipeline.py holds the excludes); redone only for a new wheel.
+REPAIRED := $(WHEELHOUSE)/.repaired
+repair: $(REPAIRED)
+$(REPAIRED): $(DIST)/.built $(wildcard scripts/release/*.py)
+	rm -rf $(WHEELHOUSE)
 	$(PY) -m scripts.release repair $(DIST)/*.whl --dest $(WHEELHOUSE)
+	touch $@
 
-# The repaired wheel, installed into the venv like a user's.
-install: repair
+# The repaired wheel, installed into the venv like a user's; again only for a new wheel.
+INSTALLED := $(VENV)/.wheel-installed
+install: $(INSTALLED)
+$(INSTALLED): $(call wheelhouse_of,$(HOST_ARCH))/.repaired
 	$(PY) -m pip install -q --no-deps --force-reinstall wheelhouse/*.whl
+	touch $@
 
 # The main job: a wheel per CPU and an sdist through auditwheel show + repair, the
 # gates, upload to a local index on 127.0.0.1, pip install from it into a fresh
@@ -77,8 +96,9 @@ aarch64-check:
 
 # The tests run against the installed wheel (src/ layout: the checkout cannot
 # shadow it).
+PYTEST_ARGS ?=
 test: install
-	$(VENV)/bin/pytest tests
+	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
 
 # Standalone harness: the wheel's device code through the wheel's launcher, with
 # no torch, checking its own results. Built here (no GPU needed), run on a GPU
@@ -89,15 +109,17 @@ cpp: $(STAMP)
 	$(PY) -m buildtools.harness --out $(CPP_OUT) $(CPP_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/pre-commit run --all-files --show-diff-on-failure
+	pre-commit run --all-files --show-diff-on-failure
 
+# Formats everything first, then reports what no tool could fix (and fails on it).
 format: $(STAMP)
-	$(VENV)/bin/ruff check --fix .
-	$(VENV)/bin/ruff format .
-	$(VENV)/bin/clang-format -i csrc/*.cu csrc/*.cpp csrc/*.h
+	ruff check --fix --exit-zero --quiet .
+	ruff format .
+	clang-format -i csrc/*.cu csrc/*.cpp csrc/*.h
+	ruff check .
 
 clean:
-	rm -rf build dist wheelhouse src/*.egg-info src/cuda_ext_example/_C*.so \
+	rm -rf build dist wheelhouse $(INSTALLED) src/*.egg-info src/cuda_ext_example/_C*.so \
 		src/cuda_ext_example/_build_info.json
 
 # ------------------------------------------------------------- know your binary

@@ -14,6 +14,7 @@ import datetime
 import json
 import subprocess
 import sysconfig
+import time
 from pathlib import Path
 
 from setuptools.command.build_ext import build_ext
@@ -107,6 +108,13 @@ def git_state() -> tuple[str, bool]:
         return "unknown (not built from a git checkout)", False
 
 
+def build_time(dirty: bool) -> int:
+    """A clean checkout's build carries the commit's time (SOURCE_DATE_EPOCH): same commit,
+    same bytes. A build of uncommitted changes is of no commit: it carries the time it was
+    made, so that a fresh build never looks as old as its last commit."""
+    return int(time.time()) if dirty else config.source_date_epoch()
+
+
 def build_record(cfg: config.BuildConfig, compiler: str) -> dict:
     """What the wheel was built with; read by `doctor`, `inspect` and the tests."""
     commit, dirty = git_state()
@@ -124,9 +132,8 @@ def build_record(cfg: config.BuildConfig, compiler: str) -> dict:
         "torch_target": cfg.torch_target,
         "python_limited_api": cfg.python_limited_api,
         "glibc_floor": cfg.glibc,
-        # SOURCE_DATE_EPOCH (the commit's time): same commit, same bytes.
         "build_time_utc": datetime.datetime.fromtimestamp(
-            config.source_date_epoch(), datetime.timezone.utc
+            build_time(dirty), datetime.timezone.utc
         ).isoformat(timespec="seconds"),
     }
 

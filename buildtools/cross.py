@@ -1,13 +1,12 @@
 """Building for another CPU (aarch64 on an x86_64 machine): what differs is only the host
 library. zig cross-compiles and links it; the device code (the fatbin) is the same bytes
 for every CPU. What the link needs of torch, its headers and libtorch_cpu.so, comes from
-torch's wheel for that CPU, fetched pinned (the build's own torch version) and used for
-linking only.
+torch's wheel for that CPU, fetched at the lock's version and hash and used for linking
+only.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import platform
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 from . import config
 
 CACHE = config.ROOT / "build" / "cross"
+LOCK = config.ROOT / "requirements" / "dev.lock"
 # Where torch publishes its wheels for each CPU (pip --platform matches tags exactly).
 WHEEL_PLATFORMS = {"aarch64": ["manylinux_2_28_aarch64", "manylinux2014_aarch64"]}
 LINK_ONLY = ("torch/lib/libtorch_cpu.so", "torch/lib/libc10.so")
@@ -33,19 +33,36 @@ def target_arch() -> str:
     return os.environ.get("CEE_TARGET_ARCH") or host_arch()
 
 
+def locked_requirement(name: str, lock: Path = LOCK) -> str:
+    """`name`'s entry in the lock, hashes included (a requirements line pip can check)."""
+    lines = lock.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(f"{name}=="):
+            entry = [line]
+            while entry[-1].endswith("\\"):  # continued on the next line
+                entry.append(lines[i + len(entry)])
+            return "\n".join(entry)
+    raise RuntimeError(f"{lock} pins no {name}: run make lock")
+
+
 def torch_wheel(arch: str) -> Path:
-    """The build's torch version, as torch's wheel for `arch` (pip's cache makes it once)."""
-    version = importlib.metadata.version("torch").split("+")[0]
+    """torch's wheel for `arch` at the lock's version and hash (fetched once): headers and
+    libraries to link against, from PyPI or whatever index pip is configured with."""
+    requirement = locked_requirement("torch")
+    version = requirement.split("==")[1].split()[0]
     dest = CACHE / "wheels"
     found = sorted(dest.glob(f"torch-{version}-*{arch}*.whl"))
     if found:
         return found[-1]
+    dest.mkdir(parents=True, exist_ok=True)
+    pinned = dest / "torch.txt"
+    pinned.write_text(requirement + "\n")
     platforms = [a for p in WHEEL_PLATFORMS[arch] for a in ("--platform", p)]
     py = f"{sys.version_info.major}{sys.version_info.minor}"
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-         *platforms, "--python-version", py, "--implementation", "cp",
-         "-d", dest, f"torch=={version}"],
+         "--require-hashes", *platforms, "--python-version", py, "--implementation", "cp",
+         "-d", dest, "-r", pinned],
         check=True,
     )  # fmt: skip
     (wheel,) = sorted(dest.glob(f"torch-{version}-*{arch}*.whl"))

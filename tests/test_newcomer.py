@@ -12,55 +12,24 @@ second command, is what runs this file: it is not run again from here.)
 from __future__ import annotations
 
 import os
-import re
-import shlex
 import shutil
 import subprocess
-import sys
-import sysconfig
-from pathlib import Path
+import time
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.clones import (
+    ROOT,
+    clone,
+    clone_with_tools,
+    local_package_sources,
+    make,
+    pypi_only,
+    pypi_only_env,
+    readme_commands,
+)
+
 pytestmark = pytest.mark.release
-
-
-def readme_main_command() -> str:
-    block = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
-    return block.splitlines()[0].split("#")[0].strip()
-
-
-def clone_with_tools(tmp_path: Path) -> Path:
-    """A fresh clone whose .venv reuses this venv's installed tools (a .pth file), so the
-    test needs no download; the clone installs its own wheel into its own .venv."""
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", ROOT, clone], check=True)
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", clone / ".venv"], check=True)
-    purelib = Path(sysconfig.get_paths()["purelib"])
-    (site,) = (clone / ".venv" / "lib").glob("python3*/site-packages")
-    (site / "project-tools.pth").write_text(f"{purelib}\n")
-    (clone / ".venv" / ".installed").touch()  # make's venv stamp: tools are there
-    return clone
-
-
-def make(clone: Path, *targets: str, hide_cuda: bool) -> subprocess.CompletedProcess:
-    tools = str(Path(sys.executable).parent)  # auditwheel, twine, pre-commit, ...
-    path = [tools] + [p for p in os.environ["PATH"].split(os.pathsep) if p != tools]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDA", "VIRTUAL_ENV"))}
-    command = shlex.join(["make", "-C", str(clone), *targets])
-    if hide_cuda:
-        path = [p for p in path if not p.startswith("/usr/local")]
-        command = (
-            "mount -t tmpfs none /usr/local && test ! -e /usr/local/cuda && "
-            f"! command -v nvcc && ! command -v ptxas && {command}"
-        )
-        cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", command]
-    else:
-        cmd = ["sh", "-c", command]
-    return subprocess.run(
-        cmd, capture_output=True, text=True, env={**env, "PATH": os.pathsep.join(path)}
-    )
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +45,7 @@ def released_clone(tmp_path_factory):
 
 def test_fresh_clone_release_then_doctor_ptx_symbols(released_clone):
     clone, hide, returncode, log = released_clone
-    assert readme_main_command() == "make release"
+    assert readme_commands()[0] == "make release"
     assert returncode == 0, log[-6000:]
     assert "Traceback" not in log
     steps = ["build wheel and sdist"]
@@ -158,3 +127,78 @@ def test_both_cpus_wheels_embed_the_same_device_code(released_clone):
     (arm,) = [f for name, f in fatbins.items() if "aarch64" in name]
     assert x86 is not None and x86.count(b"\x7fELF") >= 9
     assert x86 == arm
+
+
+def test_know_your_binary_targets_reuse_the_installed_wheel(released_clone):
+    """A second `make doctor` answers at once: no repair, no reinstall, no build."""
+    clone_dir, hide, returncode, log = released_clone
+    assert returncode == 0, log[-3000:]
+    first = make(clone_dir, "doctor", hide_cuda=hide)
+    assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
+    again = make(clone_dir, "doctor", hide_cuda=hide)
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out[-3000:]
+    assert "verdict: ready" in out
+    for step in ("auditwheel", "pip install", "build --wheel", "setup:"):
+        assert step not in out, f"`make doctor` ran {step!r} again:\n{out[-3000:]}"
+
+
+# The README's test command in a fresh clone that sees PyPI alone, less this release suite:
+# inside, it would run this very test again, and CI has a time budget.
+NESTED_PYTEST_ARGS = "-m 'not release' -p no:cacheprovider"
+
+
+@pytest.fixture(scope="module")
+def pypi_only_runs(tmp_path_factory):
+    """Two runs of the README's test command in one fresh clone, where every local
+    package mirror that pip's configuration names is hidden and pip's configuration is
+    off: (clone, first run, second run, the set-up log's mtime between them)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("git") is None:
+        pytest.skip("needs root, unshare and git to hide this machine's package mirrors")
+    repo = clone(tmp_path_factory.mktemp("pypi-only") / "clone")
+    command = f'cd {repo} && {readme_commands()[1]} PYTEST_ARGS="{NESTED_PYTEST_ARGS}"'
+
+    def run():
+        return subprocess.run(
+            pypi_only(command), capture_output=True, text=True, env=pypi_only_env()
+        )
+
+    first = run()
+    setup_log = repo / "build" / "venv-setup.log"
+    mtime = setup_log.stat().st_mtime if setup_log.exists() else None
+    time.sleep(1)
+    return repo, first, run(), mtime
+
+
+def test_readme_test_command_works_from_pypi_alone(pypi_only_runs):
+    repo, first, _, _ = pypi_only_runs
+    out = first.stdout + first.stderr
+    assert first.returncode == 0, out[-6000:]
+    assert readme_commands()[1] == "make test"
+    assert "setup: installing requirements/dev.lock" in out
+    setup_log = (repo / "build" / "venv-setup.log").read_text()
+    assert "Successfully installed" in setup_log
+    # pip looked at PyPI and nothing else: no extra index, no find-links, no mirror.
+    assert "Looking in indexes" not in setup_log, setup_log[:2000]
+    assert "Looking in links" not in setup_log, setup_log[:2000]
+    for source in local_package_sources():
+        assert str(source) not in setup_log
+    torch_version = subprocess.run(
+        [repo / ".venv" / "bin" / "python", "-c",
+         "import importlib.metadata as m; print(m.version('torch'))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert "+" not in torch_version  # PyPI's torch, not a local build such as +cpu
+    summary = out.strip().splitlines()[-1]
+    assert " passed" in summary and "failed" not in summary and "error" not in summary, summary
+
+
+def test_second_run_reuses_the_venv(pypi_only_runs):
+    repo, first, second, setup_mtime = pypi_only_runs
+    assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
+    out = second.stdout + second.stderr
+    assert second.returncode == 0, out[-3000:]
+    assert "setup:" not in out  # make's venv stamp is newer than the lock: no pip at all
+    assert (repo / "build" / "venv-setup.log").stat().st_mtime == setup_mtime
+    assert "auditwheel" not in out and "Successfully installed" not in out  # nor a rebuild
+    assert " passed" in out.strip().splitlines()[-1]

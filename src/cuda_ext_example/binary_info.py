@@ -174,11 +174,36 @@ def ptx_isa_versions(path: Path) -> dict[str, tuple[int, int]]:
 def extension_in(path: Path):
     """Yields the path of the extension .so: `path` itself, or extracted from a wheel."""
     path = Path(path)
+    if path.is_dir():
+        inside = sorted(p.name for p in path.iterdir() if p.suffix in (".whl", ".so"))
+        hint = f": name one of {inside}" if inside else ": name a wheel (.whl) or a .so"
+        raise RuntimeError(f"{path} is a directory{hint}")
     if path.suffix != ".whl":
+        require_elf(path)
         yield path
         return
     with zipfile.ZipFile(path) as wheel, tempfile.TemporaryDirectory() as tmp:
         names = [n for n in wheel.namelist() if n.endswith(".so")]
         if len(names) != 1:
             raise RuntimeError(f"{path.name}: expected one extension .so, found {names}")
-        yield Path(wheel.extract(names[0], tmp))
+        so = Path(wheel.extract(names[0], tmp))
+        require_elf(so)
+        yield so
+
+
+def elf_errors() -> tuple[type[BaseException], ...]:
+    """pyelftools' exception for a damaged ELF file (truncated, bad tables)."""
+    try:
+        from elftools.common.exceptions import ELFError
+    except ImportError:
+        return ()
+    return (ELFError,)
+
+
+def require_elf(path: Path) -> None:
+    """Refuses, with a plain reason, what no ELF tool can read (the tools' own errors on
+    such input are tracebacks or 'Memory allocation failure')."""
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != b"\x7fELF":
+        raise RuntimeError(f"{path.name} is neither a wheel (.whl) nor an ELF shared library")

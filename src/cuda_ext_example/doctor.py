@@ -263,6 +263,16 @@ def tiny_runs(env: Environment) -> list[Finding]:
     return findings
 
 
+def built_from(record: dict) -> str:
+    """When and from what: a clean build carries its commit's time (same commit, same
+    bytes); a build of uncommitted changes carries the time it was made."""
+    commit = str(record.get("git_commit", "?"))[:12]
+    when = record.get("build_time_utc")
+    if record.get("git_dirty"):
+        return f"built {when} from uncommitted changes on {commit}"
+    return f"built from commit {commit} (commit time {when})"
+
+
 def main() -> int:
     import cuda_ext_example
 
@@ -270,8 +280,7 @@ def main() -> int:
     print(f"cuda_ext_example doctor ({platform.machine()}, {platform.platform()})")
     if record:
         print(
-            f"wheel: {record.get('version')} built {record.get('build_time_utc')} from "
-            f"{record.get('git_commit', '?')[:12]}{' (dirty)' if record.get('git_dirty') else ''}"
+            f"wheel: {record.get('version')} {built_from(record)}"
             f", device code by {record.get('device_compiler')}\n"
             f"       SASS {' '.join(record.get('sass_archs', []))}, PTX {record.get('ptx_arch')}, "
             f"torch stable ABI {record.get('torch_target')}, glibc >= {record.get('glibc_floor')}, "
