@@ -54,7 +54,7 @@ def test_no_tracked_file_names_this_machines_package_sources():
     offenders = []
     for path in tracked_text_files():
         text = path.read_text(errors="replace")
-        for needle in ["file:///", *named]:
+        for needle in ["file:" + "///", *named]:  # spelt apart: this file is tracked too
             if needle in text:
                 offenders.append(f"{path.relative_to(ROOT)}: {needle}")
     assert not offenders, offenders
