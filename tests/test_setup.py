@@ -36,15 +36,16 @@ def tracked_text_files() -> list[Path]:
     return [f for f in files if f.is_file() and b"\0" not in f.read_bytes()[:4096]]
 
 
-def locked(lock: Path) -> dict[str, tuple[str, str, set[str]]]:
-    """name -> (version, marker, sha256 hashes) for each entry of a uv/pip-compile lock."""
+def locked(lock: Path) -> dict[tuple[str, str], tuple[str, set[str]]]:
+    """(name, version) -> (marker, sha256 hashes) for each entry of a uv lock (a universal
+    lock may pin a name twice, for different Pythons)."""
     entries = {}
     for block in re.split(r"\n(?=\S)", lock.read_text()):
         head = re.match(r"([A-Za-z0-9._-]+)==([^\s;\\]+)\s*(?:;\s*([^\\\n]+))?", block)
         if head:
             name, version, marker = head.groups()
             hashes = set(re.findall(r"--hash=sha256:([0-9a-f]{64})", block))
-            entries[canonicalize_name(name)] = (version, (marker or "").strip(), hashes)
+            entries[canonicalize_name(name), version] = ((marker or "").strip(), hashes)
     return entries
 
 
@@ -78,12 +79,15 @@ def test_lock_is_hashed_and_names_no_index(lock):
         assert option not in text, f"{lock.name} names a package source: {option}"
     entries = locked(lock)
     assert entries
-    assert all(hashes for _, _, hashes in entries.values()), "an entry without hashes"
-    assert not any("+" in version for version, _, _ in entries.values())  # no local builds
+    assert all(hashes for _, hashes in entries.values()), "an entry without hashes"
+    assert not any("+" in version for _, version in entries)  # no local builds
 
 
 def test_dev_lock_pins_pypis_torch_for_both_cpus():
-    version, marker, hashes = locked(ROOT / "requirements" / "dev.lock")["torch"]
+    ((version, (marker, hashes)),) = [
+        (v, entry) for (n, v), entry in locked(ROOT / "requirements" / "dev.lock").items()
+        if n == "torch"
+    ]  # fmt: skip
     assert marker == "" and "+" not in version
     files = pypi_files("torch", version)
     for python in PYTHONS:
@@ -165,8 +169,7 @@ def test_dev_lock_installs_on_every_supported_python(python, cpu, tmp_path):
     assert {"torch", "ziglang", "pytest", "auditwheel"} <= set(chosen)
     problems = []
     for name, version in chosen.items():
-        locked_version, _, hashes = entries[canonicalize_name(name)]
-        assert version == locked_version
+        _, hashes = entries[canonicalize_name(name), version]
         files = pypi_files(name, version)
         if not compatible_locked_files(files, hashes, python, cpu):
             problems.append(f"{name}=={version}: no file for CPython {python} {cpu} locked")
