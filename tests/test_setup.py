@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from packaging.tags import compatible_tags, cpython_tags
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from buildtools import setup_venv
 from tests.clones import ROOT, clone_with_tools, configured_paths, make, pypi_only_env
@@ -111,7 +111,10 @@ def pypi_files(name: str, version: str) -> list[dict]:
     for f in pypi_project(name)["files"]:
         filename = f["filename"]
         if filename.endswith(".whl"):
-            _, file_version, _, _ = parse_wheel_filename(filename)
+            try:
+                _, file_version, _, _ = parse_wheel_filename(filename)
+            except InvalidWheelFilename:  # old uploads that today's rules reject
+                continue
             if str(file_version) == version:
                 files.append(f)
         elif re.match(rf"{re.escape(name)}-{re.escape(version)}\.(tar\.gz|zip)$", filename, re.I):
@@ -123,10 +126,9 @@ def compatible_locked_files(files, hashes, python: str, cpu: str) -> list[str]:
     """The files among `files` that this Python on manylinux `cpu` can install and whose
     sha256 the lock allows (sdists count: pip builds them)."""
     version = tuple(int(x) for x in python.split("."))
-    platforms = [f"manylinux_2_{m}_{cpu}" for m in range(28, 16, -1)] + [
-        f"manylinux2014_{cpu}",
-        f"linux_{cpu}",
-    ]
+    # glibc 2.28 (torch's floor) and every older manylinux, under both spellings.
+    legacy = [f"manylinux{name}_{cpu}" for name in ("2014", "2010", "1")]
+    platforms = [f"manylinux_2_{m}_{cpu}" for m in range(28, 4, -1)] + legacy + [f"linux_{cpu}"]
     supported = {
         *cpython_tags(version, platforms=platforms),
         *compatible_tags(version, interpreter=f"cp{version[0]}{version[1]}", platforms=platforms),
