@@ -297,3 +297,33 @@ def test_make_format_formats_everything_then_reports_what_it_could_not_fix(tmp_p
     fixed = (repo / "src" / "cuda_ext_example" / "messy.py").read_text()
     assert fixed == "x = 1\nprint(undefined_name)\n"  # unused import fixed, then formatted
     assert os.path.exists(repo / "README.md")
+
+
+def other_pythons() -> dict[str, str]:
+    """Installed CPythons other than this one, by version (pyenv's, where it is used)."""
+    if shutil.which("pyenv") is None:
+        return {}
+    bare = subprocess.run(["pyenv", "versions", "--bare"], capture_output=True, text=True)
+    found = {}
+    for version in bare.stdout.split():
+        if re.fullmatch(r"3\.\d+\.\d+", version):
+            prefix = subprocess.run(["pyenv", "prefix", version], capture_output=True, text=True)
+            found[version] = str(Path(prefix.stdout.strip()) / "bin" / "python3")
+    return found
+
+
+def test_setup_on_a_python_older_than_3_10_ends_in_one_line(tmp_path):
+    minor = {v: int(v.split(".")[1]) for v in other_pythons()}
+    old = {v: p for v, p in other_pythons().items() if 6 <= minor[v] < 10}
+    if not old:
+        pytest.skip("no CPython 3.6 to 3.9 installed here (pyenv)")
+    for version, python in old.items():
+        run = subprocess.run(
+            [python, ROOT / "buildtools" / "setup_venv.py", tmp_path / "venv",
+             ROOT / "requirements" / "dev.lock"],
+            capture_output=True, text=True, env=pypi_only_env(),
+        )  # fmt: skip
+        assert run.returncode == 1, (version, run.stderr)
+        assert run.stderr.count("\n") == 1, run.stderr  # one line, no traceback
+        assert f"needs CPython >= 3.10 as python3; this is {version}" in run.stderr
+        assert not (tmp_path / "venv").exists()
