@@ -180,3 +180,21 @@ def test_doctor_on_an_unbuilt_source_tree(tmp_path):
 def test_unbuilt_record_is_judged_without_a_traceback():
     findings = judge(env(), {})
     assert [f.topic for f in findings if f.level == FAIL] == ["build"]
+
+
+def test_a_build_of_uncommitted_changes_says_when_it_was_made(monkeypatch):
+    """A clean build carries its commit's time (same commit, same bytes); a dirty one is of
+    no commit, so a fresh build must not look as old as its last commit."""
+    import time
+
+    from buildtools.build_ext import build_time
+    from cuda_ext_example.doctor import built_from
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    assert build_time(dirty=False) == 1700000000
+    assert abs(build_time(dirty=True) - time.time()) < 60
+    record = {"git_commit": "0123456789abcdef", "build_time_utc": "2026-11-23T12:00:00+00:00"}
+    clean = built_from({**record, "git_dirty": False})
+    dirty = built_from({**record, "git_dirty": True})
+    assert clean == "built from commit 0123456789ab (commit time 2026-11-23T12:00:00+00:00)"
+    assert dirty == "built 2026-11-23T12:00:00+00:00 from uncommitted changes on 0123456789ab"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -147,3 +149,25 @@ def test_build_record_is_real():
 
     assert datetime.fromisoformat(BUILD_INFO["build_time_utc"]).year >= 2026
     assert isinstance(BUILD_INFO["git_dirty"], bool)
+
+
+@pytest.mark.parametrize("what", ["a text file", "a directory", "a truncated library"])
+def test_what_is_not_a_binary_is_refused_in_one_line(what, wheel, tmp_path):
+    """No tool's traceback or 'Memory allocation failure': one line naming the problem."""
+    if what == "a text file":
+        path, reason = ROOT / "README.md", "README.md is neither a wheel (.whl) nor an ELF"
+    elif what == "a directory":
+        path, reason = wheel.parent, f"{wheel.parent} is a directory: name one of ['{wheel.name}"
+    else:
+        with binary_info.extension_in(wheel) as so:
+            path = tmp_path / so.name
+            path.write_bytes(so.read_bytes()[:100_000])
+        reason = f"{path.name} is a truncated ELF file"
+    run = subprocess.run(
+        [sys.executable, "-m", "cuda_ext_example", "inspect", path],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 1
+    assert reason in run.stderr, run.stderr
+    for noise in ("Traceback", "fatal", "Memory allocation"):
+        assert noise not in run.stdout + run.stderr, run.stdout + run.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -201,9 +202,19 @@ def elf_errors() -> tuple[type[BaseException], ...]:
 
 
 def require_elf(path: Path) -> None:
-    """Refuses, with a plain reason, what no ELF tool can read (the tools' own errors on
-    such input are tracebacks or 'Memory allocation failure')."""
-    with open(path, "rb") as f:
-        magic = f.read(4)
-    if magic != b"\x7fELF":
-        raise RuntimeError(f"{path.name} is neither a wheel (.whl) nor an ELF shared library")
+    """Refuses, with a plain reason, what no ELF tool can read whole: not ELF at all, or an
+    ELF cut short (the tools' own errors on such input are tracebacks or 'Memory allocation
+    failure')."""
+    data = Path(path).read_bytes()
+    if data[:4] != b"\x7fELF":
+        raise RuntimeError(f"{Path(path).name} is neither a wheel (.whl) nor an ELF shared library")
+    if data[4] != 2 or data[5] != 1 or len(data) < 64:  # ELFCLASS64, little-endian
+        raise RuntimeError(f"{Path(path).name} is not a 64-bit little-endian ELF file")
+    phoff, shoff = struct.unpack_from("<QQ", data, 32)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 54)
+    end = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+    if end > len(data):
+        raise RuntimeError(
+            f"{Path(path).name} is a truncated ELF file: its headers reach byte {end}, the "
+            f"file has {len(data)} (an interrupted download or copy?)"
+        )
