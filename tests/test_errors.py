@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -94,6 +96,53 @@ def test_cuda_kernel_on_cpu_only_torch(op):
         match=rf"{_name(op)}: got CUDA tensors, but the running torch has no CUDA support",
     ):
         qualified.redispatch(cuda_key, torch.ones(3), torch.ones(3))
+
+
+# A dlopen that answers RTLD_NOLOAD look-ups of libtorch_cuda.so as a CPU-only torch
+# would (not loaded): the one thing the extension asks of torch's CUDA build on its own.
+NO_TORCH_CUDA_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+void *dlopen(const char *name, int flags) {
+  static void *(*real)(const char *, int);
+  if (!real) real = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
+  if (name && (flags & RTLD_NOLOAD) && strstr(name, "libtorch_cuda.so")) return 0;
+  return real(name, flags);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def no_torch_cuda_shim(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("shim")
+    (folder / "shim.c").write_text(NO_TORCH_CUDA_SHIM)
+    subprocess.run(
+        [sys.executable, "-m", "ziglang", "cc", "-shared", "-fPIC", "-o",
+         folder / "no_torch_cuda.so", folder / "shim.c", "-ldl"],
+        check=True,
+    )  # fmt: skip
+    return folder / "no_torch_cuda.so"
+
+
+def test_cuda_kernel_where_torch_has_no_cuda_library(op, no_torch_cuda_shim, tmp_path):
+    """The CPU-only-torch error under any torch (PyPI's is a CUDA build): the look-up of
+    torch's CUDA library fails as it does on a CPU-only torch, in a fresh process."""
+    shim = no_torch_cuda_shim
+    code = (
+        "import torch, cuda_ext_example\n"
+        "key = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)\n"
+        f"op = torch.ops.cuda_ext_example.{op.__name__}.default\n"
+        "try:\n    op.redispatch(key, torch.ones(3), torch.ones(3))\n"
+        "except RuntimeError as e:\n    print('RUNTIMEERROR', e)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+        env={**os.environ, "LD_PRELOAD": str(shim)},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    expected = f"RUNTIMEERROR {_name(op)}: got CUDA tensors, but the running torch has no CUDA"
+    assert expected in run.stdout, run.stdout + run.stderr
 
 
 def test_error_leaves_process_usable(op, device):

@@ -170,7 +170,9 @@ def test_tools_are_hash_locked():
     locked = {e.split("==")[0].lower().replace("_", "-") for e in pins}
     assert asked <= locked, asked - locked
     makefile = (ROOT / "Makefile").read_text()
-    assert "pip install -q --require-hashes -r requirements/dev.lock" in makefile
+    assert "buildtools/setup_venv.py $(VENV) requirements/dev.lock" in makefile
+    setup = (ROOT / "buildtools" / "setup_venv.py").read_text()
+    assert '"--require-hashes", "-r", lock' in setup
     assert re.search(r"^make venv$", (ROOT / ".ci" / "run").read_text(), re.M)
     for workflow in WORKFLOWS:  # every install in CI goes through make venv
         text = workflow.read_text()
