@@ -45,19 +45,24 @@ def test_build_requirements_install_nothing_large_elsewhere():
     assert all(marker in r for r in heavy)
 
 
-def torch_wheel_dir() -> Path:
-    """A local directory that holds this torch's wheel (pip's find-links here), or skip:
-    the install tests must not download a multi-GB CUDA torch."""
+def torch_pin() -> str:
+    """This torch as a requirement, by its public version (2.13.0, not 2.13.0+cu130)."""
     import torch
 
-    version = torch.__version__.split("+")[0]
+    return f"torch=={torch.__version__.split('+')[0]}"
+
+
+def local_torch_wheels() -> list[str]:
+    """A speed-up, never a need: a local folder that pip's configuration takes wheels from
+    and that holds this torch's wheel. Without one, torch comes from PyPI like a user's."""
+    version = torch_pin().split("==")[1]
     found = subprocess.run(
         [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True
     ).stdout
     for folder in re.findall(r"find-links='([^']+)'", found):
         if list(Path(folder).glob(f"torch-{version}*.whl")):
-            return Path(folder)
-    pytest.skip(f"no local wheel of torch {version} to install from")
+            return [folder]
+    return []
 
 
 @pytest.fixture(scope="module")
@@ -90,16 +95,14 @@ def test_uv_pip_install_from_the_index(served, tmp_path):
     uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
     if not Path(uv).exists():
         pytest.skip("uv not installed (requirements/dev.in)")
-    import torch
-
     venv = tmp_path / "uv-venv"
     subprocess.run([uv, "venv", "-q", "--python", sys.executable, venv], check=True)
     python = venv / "bin" / "python"
-    # torch first, as the README says (this machine's local wheel, its needs from PyPI),
-    # then the package from the index alone.
+    # torch first, as the README says (from PyPI, or a local wheel folder if pip's
+    # configuration has one), then the package from the index alone.
+    links = [a for folder in local_torch_wheels() for a in ("--find-links", folder)]
     run = subprocess.run(
-        [uv, "pip", "install", "--python", python, "--find-links", torch_wheel_dir(),
-         f"torch=={torch.__version__}"],
+        [uv, "pip", "install", "--python", python, *links, torch_pin()],
         capture_output=True, text=True,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
@@ -115,15 +118,14 @@ def test_uv_pip_install_from_the_index(served, tmp_path):
 def test_sdist_builds_and_passes_the_smoke_test(served, tmp_path):
     """`pip install --no-binary cuda_ext_example`: the sdist from the index built in pip's
     isolated build environment (torch held to ours, the rest from PyPI), then the smoke test."""
-    import torch
-
-    torch_pin = f"torch=={torch.__version__.split('+')[0]}"
     python = pipeline.make_venv(tmp_path / "venv")
     constraints = tmp_path / "constraints.txt"
-    constraints.write_text(torch_pin + "\n")
-    env = dict(os.environ, PIP_CONSTRAINT=str(constraints), PIP_FIND_LINKS=str(torch_wheel_dir()))
+    constraints.write_text(torch_pin() + "\n")
+    env = dict(os.environ, PIP_CONSTRAINT=str(constraints))
+    if local_torch_wheels():
+        env["PIP_FIND_LINKS"] = " ".join(local_torch_wheels())
     run = subprocess.run(
-        [python, "-m", "pip", "install", "--disable-pip-version-check", "-q", torch_pin],
+        [python, "-m", "pip", "install", "--disable-pip-version-check", "-q", torch_pin()],
         capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
