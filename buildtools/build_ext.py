@@ -107,15 +107,12 @@ def git_state() -> tuple[str, bool]:
         return "unknown (not built from a git checkout)", False
 
 
-def build_record(cfg: config.BuildConfig, compiler: str) -> dict:
-    """What the wheel was built with; read by `doctor`, `inspect` and the tests."""
-    commit, dirty = git_state()
+def declared_record(cfg: config.BuildConfig) -> dict:
+    """The record's fields that pyproject.toml and csrc/kernel_table.h decide: what a
+    wheel's record must say (the release gates compare it with these)."""
     return {
-        "version": cfg.version,
-        "git_commit": commit,
-        "git_dirty": dirty,
         "dtypes": [dtype.name for dtype in device_code.kernel_table()[1]],
-        "device_compiler": compiler,
+        "device_compiler": f"NVRTC {cfg.device_cuda}",
         "device_cuda": cfg.device_cuda,
         "min_driver": cfg.min_driver,
         "min_driver_cuda": cfg.min_driver_cuda,
@@ -124,11 +121,20 @@ def build_record(cfg: config.BuildConfig, compiler: str) -> dict:
         "torch_target": cfg.torch_target,
         "python_limited_api": cfg.python_limited_api,
         "glibc_floor": cfg.glibc,
-        # SOURCE_DATE_EPOCH (the commit's time): same commit, same bytes.
-        "build_time_utc": datetime.datetime.fromtimestamp(
-            config.source_date_epoch(), datetime.timezone.utc
-        ).isoformat(timespec="seconds"),
     }
+
+
+def build_record(cfg: config.BuildConfig, compiler: str) -> dict:
+    """What the wheel was built with; read by `doctor`, `inspect` and the tests."""
+    commit, dirty = git_state()
+    record = {"version": cfg.version, "git_commit": commit, "git_dirty": dirty}
+    record.update(declared_record(cfg))
+    record["device_compiler"] = compiler  # the compiler that ran (checked against the promise)
+    # SOURCE_DATE_EPOCH (the commit's time): same commit, same bytes.
+    record["build_time_utc"] = datetime.datetime.fromtimestamp(
+        config.source_date_epoch(), datetime.timezone.utc
+    ).isoformat(timespec="seconds")
+    return record
 
 
 class ZigNvrtcBuildExt(build_ext):
