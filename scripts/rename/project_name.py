@@ -5,7 +5,7 @@
 One name serves as the distribution name, the import name, the op namespace
 (torch.ops.<name>), the pyproject table [tool.<name>] and the JIT namespace
 (<name>_jit); so it must be a lowercase Python identifier that is also a C++ one.
-Every tracked text file has the old name replaced in its three spellings
+Every tracked text file but the license has the old name replaced in its three spellings
 (snake_case, kebab-case for URLs and installers' reports, UPPER_CASE for environment
 variables); tracked paths that contain it are moved with `git mv`. Nothing is
 committed: review with `git status` and `git diff`, then `make repair`.
@@ -26,6 +26,9 @@ ROOT = config.ROOT
 VALID_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 # Names a package of this project must not take: they would shadow what it imports.
 TAKEN = {"torch", "triton", "numpy", "setuptools", "wheel", "build", "scripts", "buildtools"}
+# The copyright notice names the authors of the original: the BSD license requires it
+# to be kept as it is, so a renamed copy keeps it.
+KEPT_AS_IS = re.compile(r"^(LICENSE|COPYING|NOTICE)(\.\w+)?$")
 
 
 class RenameError(Exception):
@@ -74,6 +77,8 @@ def rewrite_contents(root: Path, files: list[str], old: str, new: str) -> list[s
     """Replaces the name inside every tracked text file; returns the files changed."""
     changed = []
     for name in files:
+        if KEPT_AS_IS.match(Path(name).name):
+            continue
         path = root / name
         if path.is_symlink() or not path.is_file():
             continue
