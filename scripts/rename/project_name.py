@@ -108,12 +108,28 @@ def move_paths(root: Path, files: list[str], old: str, new: str) -> list[tuple[s
     return moves
 
 
+def remove_emptied_folders(root: Path, moves: list[tuple[str, str]]) -> list[str]:
+    """Removes the folders the moves emptied; returns those that still hold untracked or
+    ignored files (build outputs of the old name), for the user to clean."""
+    left = []
+    for folder in sorted({Path(old).parent for old, _ in moves}, key=lambda p: -len(p.parts)):
+        path = root / folder
+        if folder != Path(".") and path.is_dir():
+            if any(path.iterdir()):
+                left.append(str(folder))
+            else:
+                path.rmdir()
+    return left
+
+
 def rename(new: str, root: Path = ROOT) -> tuple[str, list[str], list[tuple[str, str]]]:
     old = current_name(root)
     check_new_name(new, old)
     files = tracked_files(root)
     changed = rewrite_contents(root, files, old, new)
     moves = move_paths(root, files, old, new)
+    for folder in remove_emptied_folders(root, moves):
+        print(f"  {folder}/ still holds untracked files of the old name: `make clean` removes them")
     return old, changed, moves
 
 
