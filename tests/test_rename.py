@@ -8,6 +8,7 @@ newcomer test's does, so nothing is downloaded.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -57,9 +58,11 @@ def test_renamed_wheel_passes_every_gate(renamed_clone):
     assert built.returncode == 0, (built.stdout + built.stderr)[-6000:]
     (wheel,) = (clone / "wheelhouse").glob("*.whl")
     assert wheel.name.startswith(f"{NEW}-0.1.0-cp310-abi3-manylinux2014_x86_64")
+    tools = Path(sys.executable).parent  # abi3audit, twine, ...: the clone's venv reuses ours
     gates = subprocess.run(
         [clone / ".venv" / "bin" / "python", "-m", "scripts.release", "gates", wheel],
         cwd=clone, capture_output=True, text=True,
+        env={**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"},
     )  # fmt: skip
     out = gates.stdout + gates.stderr
     assert gates.returncode == 0, out[-4000:]
