@@ -308,3 +308,12 @@ def test_a_crashing_tool_is_no_verdict():
     assert "ValueError: bad ELF offset" in exc.value.reason
     assert "limited API" not in exc.value.fix
     assert "every ELF is whole" in exc.value.fix
+
+
+def test_torch_abi_audit_seeing_no_torch_is_no_pass(good_wheel, tmp_path, cfg):
+    # Our extension uses torch's shims; a reading with none (an nm that cannot read
+    # the ELF gives an empty list) must not pass as clean.
+    so = compile_so(tmp_path, "int PyInit__C(void) { return 0; }\n")
+    with pytest.raises(release_gates.GateFailure) as exc:
+        release_gates.gate_torch_abi_audit(repack(good_wheel, tmp_path, replace_so=so), cfg)
+    assert "it saw no torch symbol at all" in exc.value.reason

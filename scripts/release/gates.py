@@ -383,6 +383,13 @@ def gate_torch_abi_audit(wheel: Path, cfg: config.BuildConfig) -> None:
     problems = []
     if report.error:
         problems.append(f"it could not read the binary: {report.error}")
+    elif not verdict.uses_torch:
+        # It reads symbols with the system's nm; one that cannot read this ELF makes an
+        # empty list, which must not pass as a clean bill.
+        problems.append(
+            "it saw no torch symbol at all (is binutils' nm installed and able "
+            "to read this CPU's ELF?)"
+        )
     if verdict.unstable_symbols:
         problems.append(f"unstable libtorch symbols: {', '.join(verdict.unstable_symbols[:10])}")
     if verdict.unknown_shim_symbols:
