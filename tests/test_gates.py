@@ -102,12 +102,20 @@ def test_refuses_truncated_extension(good_wheel, tmp_path):
     assert "Traceback" not in str(failure) and "limited API" not in failure.fix
 
 
-def test_refuses_file_that_is_no_elf(good_wheel, tmp_path):
-    text = tmp_path / "text.so"
-    text.write_bytes(b"INPUT(-lfoo)\n")  # a linker script named .so
-    failure = run_gates_until_refused(repack(good_wheel, tmp_path, replace_so=text))
+@pytest.mark.parametrize(
+    "content, said",
+    [
+        (b"INPUT(-lfoo)\n", "does not start with the ELF magic"),  # a linker script named .so
+        (b"\x7fELF\x02\x01\x01" + b"\xff" * 9, "pyelftools cannot parse it"),  # header only
+    ],
+)
+def test_refuses_file_that_is_no_elf(good_wheel, tmp_path, content, said):
+    planted = tmp_path / "planted.so"
+    planted.write_bytes(content)
+    failure = run_gates_until_refused(repack(good_wheel, tmp_path, replace_so=planted))
     assert failure.gate == "elf-readable"
-    assert "does not start with the ELF magic" in failure.reason
+    assert said in failure.reason
+    assert "Traceback" not in str(failure)
 
 
 @pytest.mark.parametrize(

@@ -247,7 +247,6 @@ def gate_torch_shims(wheel: Path, cfg: config.BuildConfig, torch_include: Path) 
 def elf_problem(data: bytes) -> str | None:
     """Why these bytes are not a whole ELF shared object, or None: checked against the
     file's size before any tool parses it (a truncated file makes parsers crash)."""
-    from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 
     size = len(data)
@@ -274,7 +273,9 @@ def elf_problem(data: bytes) -> str | None:
                 return f"truncated: section {section.name} ends at byte {end}, the file has {size}"
         if elf.get_section_by_name(".dynamic") is None:
             return "it has no .dynamic section: not a shared library"
-    except (ELFError, ValueError, KeyError, OSError) as exc:  # pyelftools' parse errors
+    # Whatever a malformed file makes pyelftools raise (ELFError, struct.error, ...) means
+    # the same: not a readable ELF; never a traceback.
+    except Exception as exc:
         return f"pyelftools cannot parse it: {exc}"
     return None
 
