@@ -23,7 +23,6 @@ from buildtools import config
 
 from .gate_failure import GateFailure
 
-PACKAGE = "cuda_ext_example"
 # auditwheel copies the libraries it grafts into <package>.libs/ (hashed names).
 GRAFT_FOLDER = re.compile(r"^[^/]+\.libs/")
 SHARED_LIBRARY = re.compile(r"^lib[^/]*\.so(\.\d+)*$")
