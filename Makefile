@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 
 .PHONY: venv wheel repair install test release cpp lint format clean lock aarch64-check \
-	doctor ptx sass symbols jit coldstart profile bench ncu
+	doctor ptx sass symbols jit coldstart profile bench ncu rename
 
 # The CPUs the release ships a wheel for; ARCH picks one for wheel/repair. The
 # device code is the same for both; zig cross-links the host library.
@@ -122,6 +122,13 @@ format: $(STAMP)
 clean:
 	rm -rf build dist wheelhouse $(INSTALLED) src/*.egg-info src/cuda_ext_example/_C*.so \
 		src/cuda_ext_example/_build_info.json
+
+# Another name for the whole project: package, import name, op namespace
+# (torch.ops.NAME), docs and tests, across the tracked files (scripts/rename). Only
+# the standard library: it runs before any venv exists.
+rename:
+	@test -n "$(NAME)" || (echo "usage: make rename NAME=my_kernels" >&2; exit 2)
+	$(PYTHON_BOOTSTRAP) -m scripts.rename $(NAME)
 
 # ------------------------------------------------------------- know your binary
 # The installed wheel, judged and read from the repository root.

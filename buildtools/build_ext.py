@@ -115,15 +115,12 @@ def build_time(dirty: bool) -> int:
     return int(time.time()) if dirty else config.source_date_epoch()
 
 
-def build_record(cfg: config.BuildConfig, compiler: str) -> dict:
-    """What the wheel was built with; read by `doctor`, `inspect` and the tests."""
-    commit, dirty = git_state()
+def declared_record(cfg: config.BuildConfig) -> dict:
+    """The record's fields that pyproject.toml and csrc/kernel_table.h decide: what a
+    wheel's record must say (the release gates compare it with these)."""
     return {
-        "version": cfg.version,
-        "git_commit": commit,
-        "git_dirty": dirty,
         "dtypes": [dtype.name for dtype in device_code.kernel_table()[1]],
-        "device_compiler": compiler,
+        "device_compiler": f"NVRTC {cfg.device_cuda}",
         "device_cuda": cfg.device_cuda,
         "min_driver": cfg.min_driver,
         "min_driver_cuda": cfg.min_driver_cuda,
@@ -132,10 +129,19 @@ def build_record(cfg: config.BuildConfig, compiler: str) -> dict:
         "torch_target": cfg.torch_target,
         "python_limited_api": cfg.python_limited_api,
         "glibc_floor": cfg.glibc,
-        "build_time_utc": datetime.datetime.fromtimestamp(
-            build_time(dirty), datetime.timezone.utc
-        ).isoformat(timespec="seconds"),
     }
+
+
+def build_record(cfg: config.BuildConfig, compiler: str) -> dict:
+    """What the wheel was built with; read by `doctor`, `inspect` and the tests."""
+    commit, dirty = git_state()
+    record = {"version": cfg.version, "git_commit": commit, "git_dirty": dirty}
+    record.update(declared_record(cfg))
+    record["device_compiler"] = compiler  # the compiler that ran (checked against the promise)
+    record["build_time_utc"] = datetime.datetime.fromtimestamp(
+        build_time(dirty), datetime.timezone.utc
+    ).isoformat(timespec="seconds")
+    return record
 
 
 class ZigNvrtcBuildExt(build_ext):

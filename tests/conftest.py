@@ -55,6 +55,17 @@ def pytest_report_header(config):
     ]
 
 
+@pytest.fixture(scope="session")
+def good_wheel() -> Path:
+    """The one repaired wheel of this session (make test / make install builds it): the
+    release tests plant their faults in copies of it."""
+    wheels = sorted((ROOT / "wheelhouse").glob("*.whl"))
+    assert len(wheels) == 1, (
+        f"expected one repaired wheel in wheelhouse/, found {wheels}: make repair"
+    )
+    return wheels[0]
+
+
 @pytest.fixture(params=list(OPS), ids=list(OPS))
 def op(request):
     return OPS[request.param]

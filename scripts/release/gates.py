@@ -8,6 +8,10 @@ from the command line: python -m scripts.release gates WHEEL
 from __future__ import annotations
 
 import importlib.util
+import io
+import json
+import posixpath
+import re
 import subprocess
 import sys
 import zipfile
@@ -15,7 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from buildtools import config
+from buildtools.build_ext import declared_record
 from buildtools.toolchain import torch_paths
+
+from . import wheel_files
+from .gate_failure import GateFailure
 
 ROOT = config.ROOT
 
@@ -50,13 +58,6 @@ LOADERS = {"x86_64": "ld-linux-x86-64.so.2", "aarch64": "ld-linux-aarch64.so.1"}
 EXTENSION = "cuda_ext_example/_C.abi3.so"
 
 
-class GateFailure(Exception):
-    def __init__(self, gate: str, reason: str, fix: str):
-        super().__init__(f"[{gate}] {reason}\n  how to fix: {fix}")
-        self.gate = gate
-        self.reason = reason
-
-
 def venv_tool(name: str) -> str:
     """A console script of the running venv (the release tools are pinned there)."""
     candidate = Path(sys.executable).parent / name
@@ -67,6 +68,15 @@ def _run_tool(gate: str, cmd: list[str], fix: str) -> None:
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         output = (result.stdout + result.stderr).strip()
+        if "Traceback (most recent call last)" in output:
+            # A crash is no verdict on the wheel: its fix would be the wrong one.
+            raise GateFailure(
+                gate,
+                f"`{Path(cmd[0]).name}` crashed reading the wheel (no verdict):\n{output[-2000:]}",
+                "find the file it could not read (the gates before it check that every ELF is "
+                "whole); if the wheel is sound, report the crash to the tool and pin another "
+                "version in requirements/dev.in",
+            )
         raise GateFailure(gate, f"`{' '.join(cmd[:2])} ...` failed:\n{output}", fix)
 
 
@@ -97,7 +107,9 @@ def gate_check_wheel_contents(wheel: Path) -> None:
 def gate_abi3_tag(wheel: Path, cfg: config.BuildConfig) -> None:
     tags = _wheel_tags(wheel)
     bad = [t for t in tags if not t.startswith(f"{cfg.abi_tag}-abi3-")]
-    extensions = _shared_objects(wheel)
+    # Grafted libraries have their own gate (wheel_files): here only extension modules.
+    shared = _shared_objects(wheel)
+    extensions = [n for n in shared if n not in wheel_files.grafted_libraries(shared)]
     if bad or not tags:
         raise GateFailure(
             "abi3-tag",
@@ -122,15 +134,7 @@ def gate_abi3_tag(wheel: Path, cfg: config.BuildConfig) -> None:
 
 
 def gate_elf(wheel: Path, cfg: config.BuildConfig) -> None:
-    shared = _shared_objects(wheel)
-    grafted = [n for n in shared if n != EXTENSION]
-    if grafted:
-        raise GateFailure(
-            "elf-audit",
-            f"libraries were grafted into the wheel: {grafted}",
-            "exclude them in auditwheel repair (torch and CUDA libraries come from the "
-            "user's torch and driver): see REPAIR_EXCLUDES in the Makefile",
-        )
+    # Grafted libraries are refused before, by wheel_files.gate_nothing_grafted.
     with binary_info.extension_in(wheel) as so:
         needed = binary_info.needed_libraries(so)
         allowed = ALLOWED_NEEDED | {LOADERS[wheel_arch(wheel)]}
@@ -169,7 +173,18 @@ def gate_elf(wheel: Path, cfg: config.BuildConfig) -> None:
 def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
     want_sass = [f"sm_{a}" for a in cfg.sass_archs]
     want_ptx = [f"sm_{cfg.ptx_arch}"]
+    fix = (
+        "build with the arch list of pyproject.toml [tool.cuda_ext_example] "
+        "(buildtools/device_code.py)"
+    )
     with binary_info.extension_in(wheel) as so:
+        if binary_info.section_data(so, ".nv_fatbin") is None:  # cuobjdump would only fail
+            raise GateFailure(
+                "device-code",
+                f"{EXTENSION} carries SASS [] and PTX [] (no .nv_fatbin section); promised "
+                f"SASS {want_sass} and PTX {want_ptx}",
+                fix + ": device_code.S embeds the fatbin in .nv_fatbin; never strip it",
+            )
         code = binary_info.device_code(so)
     missing = [a for a in want_sass if a not in code["sass"]]
     if missing or code["ptx"] != want_ptx:
@@ -177,8 +192,7 @@ def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
             "device-code",
             f"{EXTENSION} carries SASS {code['sass']} and PTX {code['ptx']}; promised SASS "
             f"{want_sass} and PTX {want_ptx} (missing SASS: {missing})",
-            "build with the arch list of pyproject.toml [tool.cuda_ext_example] "
-            "(buildtools/device_code.py)",
+            fix,
         )
 
 
@@ -227,6 +241,311 @@ def gate_torch_shims(wheel: Path, cfg: config.BuildConfig, torch_include: Path) 
         )
 
 
+# ------------------------------------------------ ELF structure, search paths, stack
+
+
+def elf_problem(data: bytes) -> str | None:
+    """Why these bytes are not a whole ELF shared object, or None: checked against the
+    file's size before any tool parses it (a truncated file makes parsers crash)."""
+    from elftools.elf.elffile import ELFFile
+
+    size = len(data)
+    if not data.startswith(b"\x7fELF"):
+        return f"it does not start with the ELF magic (first bytes {data[:4]!r})"
+    try:
+        elf = ELFFile(io.BytesIO(data))
+        header = elf.header
+        ends = {
+            "the program headers": header["e_phoff"] + header["e_phnum"] * header["e_phentsize"],
+            "the section headers": header["e_shoff"] + header["e_shnum"] * header["e_shentsize"],
+        }
+        for what, end in ends.items():
+            if end > size:
+                return f"truncated: {what} end at byte {end}, the file has {size} bytes"
+        for segment in elf.iter_segments():
+            end = segment["p_offset"] + segment["p_filesz"]
+            if end > size:
+                kind = segment["p_type"]
+                return f"truncated: segment {kind} ends at byte {end}, the file has {size}"
+        for section in elf.iter_sections():
+            end = section["sh_offset"] + section["sh_size"]
+            if section["sh_type"] != "SHT_NOBITS" and end > size:
+                return f"truncated: section {section.name} ends at byte {end}, the file has {size}"
+        if elf.get_section_by_name(".dynamic") is None:
+            return "it has no .dynamic section: not a shared library"
+    # Whatever a malformed file makes pyelftools raise (ELFError, struct.error, ...) means
+    # the same: not a readable ELF; never a traceback.
+    except Exception as exc:
+        return f"pyelftools cannot parse it: {exc}"
+    return None
+
+
+def gate_elf_readable(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        for name in _shared_objects(wheel):
+            problem = elf_problem(zf.read(name))
+            if problem:
+                raise GateFailure(
+                    "elf-readable",
+                    f"{name} is not a readable ELF shared object ({problem})",
+                    "never upload it: rebuild and repair the wheel (make repair); a file cut "
+                    "short (full disk, interrupted copy or download) or not built by the "
+                    "linker is no release",
+                )
+
+
+def _dynamic_tags(data: bytes, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
+    from elftools.elf.elffile import ELFFile
+
+    dynamic = ELFFile(io.BytesIO(data)).get_section_by_name(".dynamic")
+    values = []
+    for tag in dynamic.iter_tags():
+        kind = tag.entry.d_tag
+        if kind in kinds:
+            values.append((kind, tag.rpath if kind == "DT_RPATH" else tag.runpath))
+    return values
+
+
+def search_path_outside(entry: str, so_name: str, names: list[str]) -> bool:
+    """True unless `entry` is $ORIGIN-relative and names a folder of the wheel itself."""
+    origin = re.match(r"^(\$ORIGIN|\$\{ORIGIN\})(/.*)?$", entry)
+    if origin is None:
+        return True
+    folder = posixpath.normpath(posixpath.dirname(so_name) + (origin.group(2) or ""))
+    if folder.startswith("..") or folder == ".":
+        return True
+    return not any(n.startswith(folder + "/") for n in names)
+
+
+def gate_search_paths(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        for so_name in _shared_objects(wheel):
+            for kind, value in _dynamic_tags(zf.read(so_name), ("DT_RPATH", "DT_RUNPATH")):
+                outside = [e for e in value.split(":") if search_path_outside(e, so_name, names)]
+                if outside:
+                    raise GateFailure(
+                        "search-path",
+                        f"{so_name} has {kind[3:]} {value!r}: {outside} is not a folder inside "
+                        "the wheel ($ORIGIN-relative), so every user's loader searches the "
+                        "build machine's path (or any folder of that name) first",
+                        "remove it (`patchelf --remove-rpath`; no -Wl,-rpath in "
+                        "buildtools/build_ext.py): torch's libraries are found because torch "
+                        "is imported first; grafted ones through $ORIGIN/../<package>.libs",
+                    )
+
+
+def stack_flags(data: bytes) -> str | None:
+    """'RW' or 'RWE' from PT_GNU_STACK, or None without one (then the loader makes the
+    stack executable)."""
+    from elftools.elf.elffile import ELFFile
+
+    for segment in ELFFile(io.BytesIO(data)).iter_segments():
+        if segment["p_type"] == "PT_GNU_STACK":
+            flags = segment["p_flags"]
+            return "R" * bool(flags & 4) + "W" * bool(flags & 2) + "E" * bool(flags & 1)
+    return None
+
+
+def gate_no_executable_stack(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        for name in _shared_objects(wheel):
+            flags = stack_flags(zf.read(name))
+            if flags is None or "E" in flags:
+                raise GateFailure(
+                    "exec-stack",
+                    f"{name} asks for an executable stack (PT_GNU_STACK "
+                    f"{flags or 'missing'}): loading it makes the whole process's stack "
+                    "executable, and hardened systems (SELinux) refuse to load it",
+                    "mark every assembly file non-executable (`.section .note.GNU-stack, "
+                    '"", @progbits`, as buildtools/device_code.py writes device_code.S) or link '
+                    "with -Wl,-z,noexecstack",
+                )
+
+
+# ------------------------------------------------------------- torch-abi-audit
+
+
+def gate_torch_abi_audit(wheel: Path, cfg: config.BuildConfig) -> None:
+    """Quansight's torch-abi-audit (PyPI) beside our own shim gate: a second, independent
+    reading of the binary's torch symbols."""
+    try:
+        from torch_abi_audit.inspect import inspect_extension
+    except ImportError:
+        raise GateFailure(
+            "torch-abi-audit",
+            "torch-abi-audit is not installed in the release venv",
+            "pip install torch-abi-audit==0.3.0 (requirements/dev.in; make venv)",
+        ) from None
+    target = binary_info.version_key(cfg.torch_target)
+    with binary_info.extension_in(wheel) as so:
+        report = inspect_extension(so)
+    verdict = report.torch
+    problems = []
+    if report.error:
+        problems.append(f"it could not read the binary: {report.error}")
+    elif not verdict.uses_torch:
+        # It reads symbols with the system's nm; one that cannot read this ELF makes an
+        # empty list, which must not pass as a clean bill.
+        problems.append(
+            "it saw no torch symbol at all (is binutils' nm installed and able "
+            "to read this CPU's ELF?)"
+        )
+    if verdict.unstable_symbols:
+        problems.append(f"unstable libtorch symbols: {', '.join(verdict.unstable_symbols[:10])}")
+    if verdict.unknown_shim_symbols:
+        problems.append(f"shims it does not know: {', '.join(verdict.unknown_shim_symbols)}")
+    minimum = verdict.min_torch_version
+    if minimum and binary_info.version_key(minimum)[:2] > target:
+        problems.append(
+            f"min torch {minimum} (from {', '.join(verdict.version_defining_symbols)}) is above "
+            f"the declared target {cfg.torch_target}"
+        )
+    if problems:
+        raise GateFailure(
+            "torch-abi-audit",
+            f"torch-abi-audit refuses {EXTENSION}: " + "; ".join(problems),
+            f"use only the LibTorch stable ABI (torch/csrc/stable, no c10::/at::/torch:: C++ "
+            f"symbols) and compile with -DTORCH_TARGET_VERSION for {cfg.torch_target} "
+            "(buildtools/build_ext.py)",
+        )
+
+
+# ------------------------------------------------------------ the build record
+
+BUILD_RECORD = "cuda_ext_example/_build_info.json"
+# The oldest driver of each CUDA major (NVIDIA's CUDA Compatibility guide): a cubin from
+# CUDA 12.x needs at least 12.0's.
+DRIVER_OF_CUDA_MAJOR = {12: "525.60.13", 13: "580.65.06"}
+# Itanium mangling of the builtin types csrc/kernel_table.h uses; other types are classes.
+BUILTIN_MANGLING = {
+    "float": "f",
+    "double": "d",
+    "signed char": "a",
+    "unsigned char": "h",
+    "short": "s",
+    "int": "i",
+    "long long": "x",
+}
+
+
+def _mangled(device_type: str) -> str:
+    return BUILTIN_MANGLING.get(device_type, f"{len(device_type)}{device_type}")
+
+
+def kernel_dtypes(so: Path) -> list[str]:
+    """The dtypes the binary has add_simple_kernel instances for (NVRTC's lowered names,
+    which the launcher looks up), as torch's Python names."""
+    from buildtools import device_code
+
+    found = set(re.findall(rb"_ZN3cee17add_simple_kernelI(\w+?)EEv", so.read_bytes()))
+    return [
+        d.name for d in device_code.kernel_table()[1] if _mangled(d.device_type).encode() in found
+    ]
+
+
+def record_vs_pyproject(record: dict, cfg: config.BuildConfig) -> list[str]:
+    declared = {"version": cfg.version, **declared_record(cfg)}
+    return [
+        f"{key} is {record.get(key)!r}, pyproject.toml (or csrc/kernel_table.h) says {want!r}"
+        for key, want in declared.items()
+        if record.get(key) != want
+    ]
+
+
+def _newest_shims(so: Path, torch_include: Path) -> tuple[tuple[int, int], list[str]]:
+    known = shim_versions.shim_versions(torch_include)
+    imported = shim_versions.torch_shims(binary_info.undefined_symbols(so))
+    versions = [known[s] for s in imported if s in known]
+    newest = max(versions, default=shim_versions.BASELINE)
+    return newest, sorted(s for s in imported if known.get(s) == newest)
+
+
+def record_vs_binary(record: dict, so: Path, torch_include: Path) -> list[str]:
+    problems = []
+    newest, shims = _newest_shims(so, torch_include)
+    target = binary_info.version_key(str(record.get("torch_target")))[:2]
+    if newest > target:
+        problems.append(
+            f"torch_target {record.get('torch_target')} but the binary imports torch "
+            f"{newest[0]}.{newest[1]} shims ({', '.join(shims[:5])})"
+        )
+    code = binary_info.device_code(so)
+    if record.get("sass_archs") != code["sass"]:
+        problems.append(
+            f"sass_archs {record.get('sass_archs')} but the fatbin has SASS {code['sass']}"
+        )
+    ptx = str(record.get("ptx_arch")).replace("compute_", "sm_")
+    if [ptx] != code["ptx"]:
+        problems.append(f"ptx_arch {record.get('ptx_arch')} but the fatbin has PTX {code['ptx']}")
+    problems += _driver_floor_vs_binary(record, so)
+    newest_glibc = binary_info.newest_version(so, "GLIBC_")
+    floor = binary_info.version_key(str(record.get("glibc_floor")))
+    if newest_glibc and binary_info.version_key(newest_glibc) > floor:
+        problems.append(
+            f"glibc_floor {record.get('glibc_floor')} but the binary needs {newest_glibc}"
+        )
+    dtypes = kernel_dtypes(so)
+    if sorted(record.get("dtypes") or []) != sorted(dtypes):
+        problems.append(f"dtypes {record.get('dtypes')} but the binary has kernels for {dtypes}")
+    return problems
+
+
+def _driver_floor_vs_binary(record: dict, so: Path) -> list[str]:
+    """The record's driver floor against the CUDA that made the cubins."""
+    toolkits = sorted(set(binary_info.cubin_toolkits(so).values()))
+    claimed = binary_info.version_key(str(record.get("device_cuda")))[:2]
+    problems = []
+    if toolkits != [claimed]:
+        shown = [f"{v[0]}.{v[1]}" for v in toolkits]
+        problems.append(
+            f"device_cuda {record.get('device_cuda')} but the cubins are from CUDA {shown}"
+        )
+    for major in sorted({v[0] for v in toolkits}):
+        needs = DRIVER_OF_CUDA_MAJOR.get(major)
+        floor = binary_info.version_key(str(record.get("min_driver")))
+        if needs and floor < binary_info.version_key(needs):
+            problems.append(
+                f"min_driver {record.get('min_driver')} but cubins from CUDA {major} need "
+                f">= {needs}"
+            )
+        if binary_info.version_key(str(record.get("min_driver_cuda")))[:1] != (major,):
+            problems.append(
+                f"min_driver_cuda {record.get('min_driver_cuda')} but the cubins are CUDA {major}'s"
+            )
+    return problems
+
+
+def read_build_record(wheel: Path) -> dict:
+    with zipfile.ZipFile(wheel) as zf:
+        try:
+            return json.loads(zf.read(BUILD_RECORD))
+        except (KeyError, ValueError) as exc:
+            raise GateFailure(
+                "build-record",
+                f"the wheel has no readable build record {BUILD_RECORD} ({exc})",
+                "build with `make wheel` (buildtools/build_ext.py writes the record)",
+            ) from None
+
+
+def gate_build_record(wheel: Path, cfg: config.BuildConfig, torch_include: Path) -> None:
+    """doctor and the loader trust the record: it must say what the binary is and what
+    pyproject.toml declares."""
+    record = read_build_record(wheel)
+    with binary_info.extension_in(wheel) as so:
+        problems = record_vs_binary(record, so, torch_include)
+    problems += record_vs_pyproject(record, cfg)
+    if problems:
+        raise GateFailure(
+            "build-record",
+            f"the build record {BUILD_RECORD} disagrees with the binary or pyproject.toml: "
+            + "; ".join(problems),
+            "never edit the record: rebuild the wheel (make repair), which writes it from "
+            "pyproject.toml [tool.cuda_ext_example] and csrc/kernel_table.h next to the binary "
+            "it describes",
+        )
+
+
 def wheel_arch(wheel: Path) -> str:
     """'x86_64' or 'aarch64', from the wheel's tags (repaired or not)."""
     return _arch_of(_wheel_tags(wheel))
@@ -256,18 +575,33 @@ def _shared_objects(wheel: Path) -> list[str]:
 
 
 def all_gates(cfg: config.BuildConfig, torch_include: Path) -> list[tuple[str, Callable]]:
+    """In order: the wheel's files first, then whether each binary is whole, then the
+    tools that parse it; so a wheel is refused for its first fault with that fault's fix."""
     return [
+        ("RECORD matches the files", wheel_files.gate_record_matches_files),
+        ("nothing grafted", wheel_files.gate_nothing_grafted),
+        ("ELF files whole and readable", gate_elf_readable),
+        ("RPATH/RUNPATH only inside the wheel", gate_search_paths),
+        ("no executable stack", gate_no_executable_stack),
+        ("no bytecode", wheel_files.gate_no_bytecode),
+        ("no build paths", wheel_files.gate_no_build_paths),
+        ("license in the dist-info", wheel_files.gate_license_files),
         ("abi3 tag", lambda w: gate_abi3_tag(w, cfg)),
         ("abi3audit --strict", gate_abi3audit),
         ("twine check --strict", gate_twine_check),
         ("check-wheel-contents", gate_check_wheel_contents),
         ("ELF audit", lambda w: gate_elf(w, cfg)),
+        ("torch-abi-audit", lambda w: gate_torch_abi_audit(w, cfg)),
         ("device code", lambda w: gate_device_code(w, cfg)),
         (
             f"device code runs on driver >= {cfg.min_driver}",
             lambda w: gate_cuda12_device_code(w, cfg),
         ),
         (f"torch shims <= {cfg.torch_target}", lambda w: gate_torch_shims(w, cfg, torch_include)),
+        (
+            "build record matches the binary and pyproject.toml",
+            lambda w: gate_build_record(w, cfg, torch_include),
+        ),
     ]
 
 

@@ -1,0 +1,1 @@
+"""Renames the project: package, import name, op namespace, docs and tests (make rename)."""

