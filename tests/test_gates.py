@@ -301,7 +301,7 @@ def test_good_wheel_has_none_of_these_faults(good_wheel):
     with zipfile.ZipFile(good_wheel) as zf:
         assert wheel_files.grafted_libraries(zf.namelist()) == []
         data = zf.read(EXTENSION)
-    assert release_gates.elf_problem(data) is None
+    assert release_gates.binary_info.elf_problem(data) is None
     assert release_gates.stack_flags(data) == "RW"
     assert release_gates._dynamic_tags(data, ("DT_RPATH", "DT_RUNPATH")) == []
 

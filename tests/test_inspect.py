@@ -162,7 +162,7 @@ def test_what_is_not_a_binary_is_refused_in_one_line(what, wheel, tmp_path):
         with binary_info.extension_in(wheel) as so:
             path = tmp_path / so.name
             path.write_bytes(so.read_bytes()[:100_000])
-        reason = f"{path.name} is a truncated ELF file"
+        reason = f"{path.name} is not a readable ELF shared object (truncated:"
     run = subprocess.run(
         [sys.executable, "-m", "cuda_ext_example", "inspect", path],
         capture_output=True, text=True, cwd=tmp_path,

@@ -244,46 +244,10 @@ def gate_torch_shims(wheel: Path, cfg: config.BuildConfig, torch_include: Path) 
 # ------------------------------------------------ ELF structure, search paths, stack
 
 
-def elf_problem(data: bytes) -> str | None:
-    """Why these bytes are not a whole ELF shared object, or None: checked against the
-    file's size before any tool parses it (a truncated file makes parsers crash)."""
-    from elftools.elf.elffile import ELFFile
-
-    size = len(data)
-    if not data.startswith(b"\x7fELF"):
-        return f"it does not start with the ELF magic (first bytes {data[:4]!r})"
-    try:
-        elf = ELFFile(io.BytesIO(data))
-        header = elf.header
-        ends = {
-            "the program headers": header["e_phoff"] + header["e_phnum"] * header["e_phentsize"],
-            "the section headers": header["e_shoff"] + header["e_shnum"] * header["e_shentsize"],
-        }
-        for what, end in ends.items():
-            if end > size:
-                return f"truncated: {what} end at byte {end}, the file has {size} bytes"
-        for segment in elf.iter_segments():
-            end = segment["p_offset"] + segment["p_filesz"]
-            if end > size:
-                kind = segment["p_type"]
-                return f"truncated: segment {kind} ends at byte {end}, the file has {size}"
-        for section in elf.iter_sections():
-            end = section["sh_offset"] + section["sh_size"]
-            if section["sh_type"] != "SHT_NOBITS" and end > size:
-                return f"truncated: section {section.name} ends at byte {end}, the file has {size}"
-        if elf.get_section_by_name(".dynamic") is None:
-            return "it has no .dynamic section: not a shared library"
-    # Whatever a malformed file makes pyelftools raise (ELFError, struct.error, ...) means
-    # the same: not a readable ELF; never a traceback.
-    except Exception as exc:
-        return f"pyelftools cannot parse it: {exc}"
-    return None
-
-
 def gate_elf_readable(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         for name in _shared_objects(wheel):
-            problem = elf_problem(zf.read(name))
+            problem = binary_info.elf_problem(zf.read(name))
             if problem:
                 raise GateFailure(
                     "elf-readable",

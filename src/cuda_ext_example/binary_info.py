@@ -7,10 +7,10 @@ the device-code listing comes from NVIDIA's cuobjdump.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import sysconfig
@@ -206,15 +206,44 @@ def require_elf(path: Path) -> None:
     ELF cut short (the tools' own errors on such input are tracebacks or 'Memory allocation
     failure')."""
     data = Path(path).read_bytes()
-    if data[:4] != b"\x7fELF":
+    if not data.startswith(b"\x7fELF"):
         raise RuntimeError(f"{Path(path).name} is neither a wheel (.whl) nor an ELF shared library")
-    if data[4] != 2 or data[5] != 1 or len(data) < 64:  # ELFCLASS64, little-endian
-        raise RuntimeError(f"{Path(path).name} is not a 64-bit little-endian ELF file")
-    phoff, shoff = struct.unpack_from("<QQ", data, 32)
-    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 54)
-    end = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
-    if end > len(data):
-        raise RuntimeError(
-            f"{Path(path).name} is a truncated ELF file: its headers reach byte {end}, the "
-            f"file has {len(data)} (an interrupted download or copy?)"
-        )
+    problem = elf_problem(data)
+    if problem:
+        raise RuntimeError(f"{Path(path).name} is not a readable ELF shared object ({problem})")
+
+
+def elf_problem(data: bytes) -> str | None:
+    """Why these bytes are not a whole ELF shared object, or None: checked against the
+    file's size before any tool parses it (a truncated file makes parsers crash)."""
+    from elftools.elf.elffile import ELFFile  # pyelftools: see the module's docstring
+
+    size = len(data)
+    if not data.startswith(b"\x7fELF"):
+        return f"it does not start with the ELF magic (first bytes {data[:4]!r})"
+    try:
+        elf = ELFFile(io.BytesIO(data))
+        header = elf.header
+        ends = {
+            "the program headers": header["e_phoff"] + header["e_phnum"] * header["e_phentsize"],
+            "the section headers": header["e_shoff"] + header["e_shnum"] * header["e_shentsize"],
+        }
+        for what, end in ends.items():
+            if end > size:
+                return f"truncated: {what} end at byte {end}, the file has {size} bytes"
+        for segment in elf.iter_segments():
+            end = segment["p_offset"] + segment["p_filesz"]
+            if end > size:
+                kind = segment["p_type"]
+                return f"truncated: segment {kind} ends at byte {end}, the file has {size}"
+        for section in elf.iter_sections():
+            end = section["sh_offset"] + section["sh_size"]
+            if section["sh_type"] != "SHT_NOBITS" and end > size:
+                return f"truncated: section {section.name} ends at byte {end}, the file has {size}"
+        if elf.get_section_by_name(".dynamic") is None:
+            return "it has no .dynamic section: not a shared library"
+    # Whatever a malformed file makes pyelftools raise (ELFError, struct.error, ...) means
+    # the same: not a readable ELF; never a traceback.
+    except Exception as exc:
+        return f"pyelftools cannot parse it: {exc}"
+    return None
