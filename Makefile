@@ -42,13 +42,18 @@ lock:
 # ---------------------------------------------------------------- build and ship
 # bdist_wheel through `build`, rebuilt when a source changes; no isolation, so the
 # pinned venv is the build environment.
+# ARCHS="90" (or "90 120", "90@12.9" for another CUDA's NVRTC): a dev build with SASS for
+# those archs only, no PTX; the build record says so and the release gates refuse it.
+ARCHS ?=
 WHEEL_SOURCES := $(wildcard csrc/* buildtools/*.py src/cuda_ext_example/*.py) \
-	pyproject.toml setup.py MANIFEST.in README.md LICENSE
-wheel: $(DIST)/.built
-$(DIST)/.built: $(STAMP) $(WHEEL_SOURCES)
+	pyproject.toml setup.py MANIFEST.in README.md LICENSE requirements/nvrtc-12.0.txt
+BUILT := $(DIST)/.built$(if $(strip $(ARCHS)),-dev-$(subst @,-,$(subst $(eval) ,_,$(strip $(ARCHS)))))
+wheel: $(BUILT)
+$(BUILT): $(STAMP) $(WHEEL_SOURCES)
 	# setuptools' staging folders keep files the sources no longer have: start clean.
 	rm -rf $(DIST) build/lib.* build/bdist.*
-	CEE_TARGET_ARCH=$(ARCH) $(PY) -m build --wheel --no-isolation --outdir $(DIST) .
+	CEE_TARGET_ARCH=$(ARCH) CEE_SASS_ARCHS="$(ARCHS)" \
+		$(PY) -m build --wheel --no-isolation --outdir $(DIST) .
 	touch $@
 
 # auditwheel show, then repair to manylinux2014 without grafting torch or CUDA
