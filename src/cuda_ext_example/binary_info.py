@@ -24,6 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+class ToolMissing(RuntimeError):
+    """A CUDA binary tool (cuobjdump, nvdisasm) is not installed."""
+
+
 def _elf(path: Path):
     try:
         from elftools.elf.elffile import ELFFile
@@ -137,7 +141,7 @@ def run_cuobjdump(flag: str, path: Path) -> str:
     if nvdisasm:  # cuobjdump --dump-sass runs nvdisasm
         env["PATH"] = os.path.dirname(nvdisasm) + os.pathsep + env.get("PATH", "")
     elif flag == "--dump-sass":
-        raise RuntimeError("SASS needs nvdisasm: pip install nvidia-cuda-nvdisasm")
+        raise ToolMissing("SASS needs nvdisasm: pip install nvidia-cuda-nvdisasm")
     result = subprocess.run([tool, flag, str(path)], capture_output=True, text=True, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"cuobjdump {flag} failed: {result.stderr.strip()}")
@@ -247,7 +251,7 @@ def disassemble(entry: FatbinEntry) -> str:
     """nvdisasm's SASS listing of one cubin."""
     tool = find_cuda_tool("nvdisasm")
     if tool is None:
-        raise RuntimeError("SASS needs nvdisasm: pip install nvidia-cuda-nvdisasm")
+        raise ToolMissing("SASS needs nvdisasm: pip install nvidia-cuda-nvdisasm")
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / f"{entry.arch}.cubin"
         cubin.write_bytes(entry.payload)

@@ -88,16 +88,28 @@ def report_device_code(so: Path, out) -> None:
 
 
 def _listing(so: Path, dump: str) -> str:
-    """All PTX (from the fatbin) or all SASS (nvdisasm per cubin), one after the other."""
+    """All PTX (from the fatbin) or all SASS (nvdisasm per cubin), one after the other.
+    nvdisasm 13 refuses the archs CUDA 13 dropped (sm_50 .. sm_70): those are named, not
+    disassembled."""
     entries = [e for e in binary_info.embedded_fatbin(so) if e.kind == dump]
     if dump == "ptx":
         return "\n".join(e.payload.decode(errors="replace") for e in entries)
-    return "\n".join(f"// {e.arch}\n{binary_info.disassemble(e)}" for e in entries)
+    parts, skipped = [], []
+    for entry in entries:
+        try:
+            parts.append(f"// {entry.arch}\n{binary_info.disassemble(entry)}")
+        except binary_info.ToolMissing:
+            raise
+        except RuntimeError as exc:
+            skipped.append(f"// {entry.arch}: not disassembled: {str(exc).splitlines()[0]}")
+    if not parts:
+        raise RuntimeError("nvdisasm read none of the cubins:\n" + "\n".join(skipped))
+    return "\n".join(parts + skipped)
 
 
 def report_loads(so: Path, out, dump: str) -> None:
     try:
-        listing = _listing(so, "sass" if dump == "sass" else "ptx")
+        listing = _listing(so, dump)
     except RuntimeError as exc:
         print(f"{dump}: unavailable: {exc}", file=out)
         return
