@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 
 .PHONY: venv wheel repair install test release cpp lint format clean lock aarch64-check \
-	doctor ptx sass symbols jit coldstart profile bench ncu
+	doctor ptx sass symbols jit coldstart profile bench ncu bench-wheels compare-nvrtc
 
 # The CPUs the release ships a wheel for; ARCH picks one for wheel/repair. The
 # device code is the same for both; zig cross-links the host library.
@@ -133,6 +133,20 @@ profile:
 # (bench/results holds the committed run).
 bench:
 	$(RUN_PY) -m scripts.bench --out $(RESULTS) $(BENCH_ARGS)
+# sm_90 SASS from NVRTC 12.0 (what the release ships) against the same kernels from NVRTC
+# 12.9: two dev wheels that differ only in the compiler, built here (bench-wheels), then
+# compared on a GPU machine (compare-nvrtc): my_fast_add vs torch.add at 2^24..2^28,
+# float32 and bfloat16, alternating fresh processes.
+BENCH_WHEELS := build/bench-wheels
+bench-wheels: $(STAMP)
+	mkdir -p $(BENCH_WHEELS)
+	$(MAKE) --no-print-directory wheel ARCHS="90@12.0"
+	cp dist/*.whl $(BENCH_WHEELS)/sm90-nvrtc12.0.whl
+	$(MAKE) --no-print-directory wheel ARCHS="90@12.9"
+	cp dist/*.whl $(BENCH_WHEELS)/sm90-nvrtc12.9.whl
+compare-nvrtc:
+	$(RUN_PY) -m bench.compare_wheels --sizes 24-28 --passes 3 \
+		nvrtc12.0=$(BENCH_WHEELS)/sm90-nvrtc12.0.whl nvrtc12.9=$(BENCH_WHEELS)/sm90-nvrtc12.9.whl
 # Nsight Compute on the benchmark kernels (ours and torch's), report saved.
 ncu:
 	mkdir -p $(RESULTS)
