@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.release  # builds with the dev tools (build, zig, NVRTC)
 # The build's inputs: a copy of these is a buildable tree.
 TREE = ("csrc", "buildtools", "src", "requirements", "setup.py", "pyproject.toml", "README.md",
         "LICENSE", "MANIFEST.in")  # fmt: skip
