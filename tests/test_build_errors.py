@@ -101,3 +101,20 @@ def test_dev_build_of_an_undeclared_arch_names_the_fix():
 
     with pytest.raises(config.ConfigError, match=r'sm_87 is not declared .* "87@12.9"'):
         config.load(dev_spec="87")
+
+
+def test_kernels_compile_with_both_nvrtcs():
+    # The same source through NVRTC 12.0 (with CUDA 12.0's headers) and 12.9, for sm_70 and
+    # sm_90; on sm_70 the bf16 add rounds through float in software (cuda_bf16.hpp's
+    # __float2bfloat16_rn below sm_80, as torch's own sm_70 kernels do), from sm_80 on with
+    # the cvt.rn.bf16.f32 instruction.
+    from buildtools import device_code
+
+    targets = ("compute_70", "compute_80", "sm_70", "sm_90")
+    for cuda in ("12.0", "12.9"):
+        compilers = {t: device_code.compiler_for(cuda) for t in targets}
+        images, lowered = device_code.compile_kernels(compilers)
+        assert images["sm_70"][:4] == images["sm_90"][:4] == b"\x7fELF"
+        assert "cee::add_simple_kernel<__nv_bfloat16>" in lowered
+        assert b"cvt.rn.bf16.f32" not in images["compute_70"], cuda
+        assert b"cvt.rn.bf16.f32" in images["compute_80"], cuda
