@@ -30,11 +30,12 @@ class BuildConfig:
     sass_cuda: dict[str, str] = field(default_factory=dict)
     dev_build: bool = False  # make wheel ARCHS=...: never released
 
-    def compiler_of(self, target: str) -> str:
-        """'NVRTC 12.0' for 'sm_90', 'NVRTC 12.9' for 'compute_120' (PTX: device-cuda)."""
+    def cuda_of(self, target: str) -> str:
+        """The CUDA whose NVRTC compiles a target: '12.0' for 'sm_90', device-cuda ('12.9')
+        for the PTX ('compute_120')."""
         if target.startswith("sm_"):
-            return f"NVRTC {self.sass_cuda[target[3:]]}"
-        return f"NVRTC {self.device_cuda}"
+            return self.sass_cuda[target[3:]]
+        return self.device_cuda
 
     @property
     def targets(self) -> list[str]:

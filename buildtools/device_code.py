@@ -240,6 +240,7 @@ _REGISTERED: dict[str, Compiler] = {}
 
 
 def compiler_for(cuda: str) -> Compiler:
+    """NVRTC <cuda> ("12.0"), found once per process."""
     if cuda in _REGISTERED:
         return _REGISTERED[cuda]
     _REGISTERED[cuda] = _find_compiler(cuda)
@@ -325,20 +326,20 @@ def compile_device_code(targets: dict[str, str], compress: bool = False) -> Devi
     return DeviceCode(
         pack_fatbin(cubins, ptx, compress),
         lowered,
-        "NVRTC " + " + ".join(sorted(used, key=config_version)),
+        "NVRTC " + " + ".join(sorted(used, key=_version_key)),
         list(targets),
         {target: f"NVRTC {cuda}" for target, cuda in targets.items()},
     )
 
 
-def config_version(version: str) -> tuple[int, ...]:
+def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in version.split("."))
 
 
 def targets_of(cfg: config.BuildConfig) -> dict[str, str]:
     """{target: CUDA} of a build configuration: each SASS arch from its declared CUDA,
     the PTX from device-cuda."""
-    return {target: cfg.compiler_of(target).split()[-1] for target in cfg.targets}
+    return {target: cfg.cuda_of(target) for target in cfg.targets}
 
 
 def kernel_names_header(code: DeviceCode, arch_summary: str) -> str:
