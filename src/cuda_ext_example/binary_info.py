@@ -111,7 +111,7 @@ def newest_version(path: Path, prefix: str) -> str | None:
 
 
 def find_cuda_tool(name: str) -> str | None:
-    """A CUDA binary tool (cuobjdump, nvdisasm) on PATH, in the CUDA toolkit, or
+    """A CUDA binary tool (nvdisasm, cuobjdump) on PATH, in the CUDA toolkit, or
     from NVIDIA's PyPI wheels (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)."""
     candidates = [shutil.which(name)]
     for env in ("CUDA_HOME", "CUDA_PATH"):
@@ -122,30 +122,6 @@ def find_cuda_tool(name: str) -> str | None:
     for base in dict.fromkeys([paths["purelib"], paths["platlib"], *sys.path]):
         candidates.append(os.path.join(base, "nvidia", "cu13", "bin", name))
     return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
-
-
-def find_cuobjdump() -> str | None:
-    return find_cuda_tool("cuobjdump")
-
-
-def run_cuobjdump(flag: str, path: Path) -> str:
-    """cuobjdump's output; clear errors when it (or, for SASS, nvdisasm) is missing."""
-    tool = find_cuobjdump()
-    if tool is None:
-        raise RuntimeError(
-            "cuobjdump not found (looked on PATH, in $CUDA_HOME and /usr/local/cuda, and in "
-            "site-packages/nvidia/cu13): pip install nvidia-cuda-cuobjdump"
-        )
-    env = dict(os.environ)
-    nvdisasm = find_cuda_tool("nvdisasm")
-    if nvdisasm:  # cuobjdump --dump-sass runs nvdisasm
-        env["PATH"] = os.path.dirname(nvdisasm) + os.pathsep + env.get("PATH", "")
-    elif flag == "--dump-sass":
-        raise ToolMissing("SASS needs nvdisasm: pip install nvidia-cuda-nvdisasm")
-    result = subprocess.run([tool, flag, str(path)], capture_output=True, text=True, env=env)
-    if result.returncode != 0:
-        raise RuntimeError(f"cuobjdump {flag} failed: {result.stderr.strip()}")
-    return result.stdout
 
 
 # ------------------------------------------------------------------ the fatbin

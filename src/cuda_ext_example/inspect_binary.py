@@ -48,8 +48,7 @@ def demangle(names: list[str]) -> list[str]:
 
 
 def loads_per_kernel(listing: str, pattern: re.Pattern) -> dict[str, int]:
-    """Counts the loads `pattern` matches per kernel in a cuobjdump --dump-ptx/--dump-sass
-    listing."""
+    """Counts the loads `pattern` matches per kernel in a PTX or nvdisasm listing."""
     counts: dict[str, int] = {}
     kernel = None
     for line in listing.splitlines():
