@@ -19,6 +19,7 @@ into a generated header for the launcher, so no name is ever mangled by hand.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import multiprocessing
 import os
@@ -121,6 +122,21 @@ def include_dirs() -> list[Path]:
     return [pypi_path(pkg, sub) for pkg, sub in INCLUDE_DIRS]
 
 
+@contextlib.contextmanager
+def _keep_thread_locale():
+    """NVRTC 12.0's compile switches the calling thread to a locale of its own (uselocale)
+    and leaves it there: Python then decodes every later subprocess output as ASCII.
+    Restores the thread's locale afterwards."""
+    libc = ctypes.CDLL(None)
+    libc.uselocale.restype = ctypes.c_void_p
+    libc.uselocale.argtypes = [ctypes.c_void_p]
+    saved = libc.uselocale(None)
+    try:
+        yield
+    finally:
+        libc.uselocale(saved)
+
+
 class Nvrtc:
     """The NVRTC C API, as much of it as the build needs."""
 
@@ -155,7 +171,10 @@ class Nvrtc:
             for expr in expressions:
                 self.check(lib.nvrtcAddNameExpression(prog, expr.encode()), f"add {expr}")
             args = [o.encode() for o in [*options, f"--gpu-architecture={target}"]]
-            status = lib.nvrtcCompileProgram(prog, len(args), (ctypes.c_char_p * len(args))(*args))
+            with _keep_thread_locale():
+                status = lib.nvrtcCompileProgram(
+                    prog, len(args), (ctypes.c_char_p * len(args))(*args)
+                )
             self.check(status, f"compile for {target}", self._log(prog))
             lowered = {}
             for expr in expressions:

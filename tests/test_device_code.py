@@ -49,3 +49,17 @@ def test_the_anchor_is_what_makes_it_reproducible():
         plain.replace('extern "C" ', "template <int> "), "t.cu", [], [], "compute_90"
     )
     assert re.search(rb"_INTERNAL_00000000_\d+_t_cu_[0-9a-f]{8}_\d+", ptx)  # hash _ pid
+
+
+def test_nvrtc_12_0_leaves_the_locale_alone():
+    # NVRTC 12.0 switches the calling thread's locale (uselocale) and keeps it: without
+    # the restore, Python decoded later subprocess output as ASCII (tests failed after it).
+    import locale
+
+    from buildtools import device_code
+
+    before = locale.getpreferredencoding(False)
+    device_code.compiler_for("12.0").nvrtc.compile(
+        "__global__ void k() {}", "k.cu", [], [], "sm_90"
+    )
+    assert locale.getpreferredencoding(False) == before
