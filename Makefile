@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 
 .PHONY: venv wheel repair install test release cpp lint format clean lock aarch64-check \
-	doctor ptx sass symbols jit coldstart profile bench ncu rename
+	doctor ptx sass symbols jit coldstart profile bench ncu rename bench-wheels compare-nvrtc
 
 # The CPUs the release ships a wheel for; ARCH picks one for wheel/repair. The
 # device code is the same for both; zig cross-links the host library.
@@ -54,13 +54,18 @@ lock:
 # ---------------------------------------------------------------- build and ship
 # bdist_wheel through `build`, rebuilt when a source changes; no isolation, so the
 # pinned venv is the build environment.
+# ARCHS="90" (or "90 120", "90@12.9" for another CUDA's NVRTC): a dev build with SASS for
+# those archs only, no PTX; the build record says so and the release gates refuse it.
+ARCHS ?=
 WHEEL_SOURCES := $(wildcard csrc/* buildtools/*.py src/cuda_ext_example/*.py) \
-	pyproject.toml setup.py MANIFEST.in README.md LICENSE
-wheel: $(DIST)/.built
-$(DIST)/.built: $(STAMP) $(WHEEL_SOURCES)
+	pyproject.toml setup.py MANIFEST.in README.md LICENSE requirements/nvrtc-12.0.txt
+BUILT := $(DIST)/.built$(if $(strip $(ARCHS)),-dev-$(subst @,-,$(subst $(eval) ,_,$(strip $(ARCHS)))))
+wheel: $(BUILT)
+$(BUILT): $(STAMP) $(WHEEL_SOURCES)
 	# setuptools' staging folders keep files the sources no longer have: start clean.
 	rm -rf $(DIST) build/lib.* build/bdist.*
-	CEE_TARGET_ARCH=$(ARCH) $(PY) -m build --wheel --no-isolation --outdir $(DIST) .
+	CEE_TARGET_ARCH=$(ARCH) CEE_SASS_ARCHS="$(ARCHS)" \
+		$(PY) -m build --wheel --no-isolation --outdir $(DIST) .
 	touch $@
 
 # auditwheel show, then repair to manylinux2014 without grafting torch or CUDA
@@ -158,6 +163,20 @@ profile:
 # (bench/results holds the committed run).
 bench:
 	$(RUN_PY) -m scripts.bench --out $(RESULTS) $(BENCH_ARGS)
+# sm_90 SASS from NVRTC 12.0 (what the release ships) against the same kernels from NVRTC
+# 12.9: two dev wheels that differ only in the compiler, built here (bench-wheels), then
+# compared on a GPU machine (compare-nvrtc): my_fast_add vs torch.add at 2^24..2^28,
+# float32 and bfloat16, alternating fresh processes.
+BENCH_WHEELS := build/bench-wheels
+bench-wheels: $(STAMP)
+	mkdir -p $(BENCH_WHEELS)
+	$(MAKE) --no-print-directory wheel ARCHS="90@12.0"
+	cp dist/*.whl $(BENCH_WHEELS)/sm90-nvrtc12.0.whl
+	$(MAKE) --no-print-directory wheel ARCHS="90@12.9"
+	cp dist/*.whl $(BENCH_WHEELS)/sm90-nvrtc12.9.whl
+compare-nvrtc:
+	$(RUN_PY) -m bench.compare_wheels --sizes 24-28 --passes 3 \
+		nvrtc12.0=$(BENCH_WHEELS)/sm90-nvrtc12.0.whl nvrtc12.9=$(BENCH_WHEELS)/sm90-nvrtc12.9.whl
 # Nsight Compute on the benchmark kernels (ours and torch's), report saved.
 ncu:
 	mkdir -p $(RESULTS)

@@ -18,7 +18,7 @@ require_supported_platform()  # first: a clear message, not a failed compile
 from buildtools import config, cross  # noqa: E402
 from buildtools.build_ext import ZigNvrtcBuildExt  # noqa: E402
 
-wheel_options = {"py_limited_api": config.load().abi_tag}
+wheel_options = {"py_limited_api": config.load(dev_spec="").abi_tag}
 if cross.target_arch() != cross.host_arch():  # make wheel ARCH=aarch64
     wheel_options["plat_name"] = f"linux_{cross.target_arch()}"
 

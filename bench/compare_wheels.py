@@ -1,8 +1,10 @@
 """Two builds of the wheel, one GPU session: my_fast_add's ratio to torch.add and host time.
 
-    python -m bench.compare_wheels NAME=SITE_DIR NAME=SITE_DIR [--passes 2]
+    python -m bench.compare_wheels NAME=SITE_DIR_OR_WHEEL NAME=... [--passes 2] [--sizes 24-28]
 
-Each SITE_DIR holds one installed cuda_ext_example (pip install --target). Every pass
+Each SITE_DIR holds one installed cuda_ext_example (pip install --target); a .whl is
+installed so first (offline, no dependencies). `make compare-nvrtc` compares sm_90 SASS
+from NVRTC 12.0 with the same from NVRTC 12.9 (two dev wheels of `make bench-wheels`). Every pass
 runs each wheel in a fresh process, alternating (A B A B ...), so drift of the machine
 hits both alike; per cell the median over passes is reported. Kernel time: do_bench
 median (CUDA events); host time: best of interleaved rounds at n=1024 (benchmark.py's
@@ -46,8 +48,23 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def run_child(site: str) -> dict:
-    code = CHILD % {"dtypes": DTYPES, "sizes": list(SIZES)}
+def site_of(path: str) -> str:
+    """A folder where the wheel (or the folder itself) is installed."""
+    if not path.endswith(".whl"):
+        return path
+    import tempfile
+
+    site = tempfile.mkdtemp(prefix="cee-compare-")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
+         site, path],
+        check=True,
+    )  # fmt: skip
+    return site
+
+
+def run_child(site: str, sizes=SIZES) -> dict:
+    code = CHILD % {"dtypes": DTYPES, "sizes": list(sizes)}
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([site, str(ROOT)]))
     result = subprocess.run(
         [sys.executable, "-P", "-c", code], capture_output=True, text=True, env=env
@@ -59,16 +76,21 @@ def run_child(site: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    passes = 2
+    passes, sizes = 2, SIZES
     if "--passes" in argv:
         i = argv.index("--passes")
         passes = int(argv[i + 1])
         argv = argv[:i] + argv[i + 2 :]
-    wheels = dict(arg.split("=", 1) for arg in argv)
+    if "--sizes" in argv:  # e.g. 24-28: 2^24 .. 2^28
+        i = argv.index("--sizes")
+        low, high = (int(x) for x in argv[i + 1].split("-"))
+        sizes = range(low, high + 1)
+        argv = argv[:i] + argv[i + 2 :]
+    wheels = {name: site_of(path) for name, path in (arg.split("=", 1) for arg in argv)}
     runs: dict[str, list[dict]] = {name: [] for name in wheels}
     for _ in range(passes):
         for name, site in wheels.items():
-            runs[name].append(run_child(site))
+            runs[name].append(run_child(site, sizes))
     names = list(wheels)
     for name in names:
         print(f"{name}: device code {runs[name][0]['device_code']}")

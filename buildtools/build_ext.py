@@ -1,7 +1,8 @@
 """setuptools build_ext: NVRTC for the device code, zig for the host code and the link.
 
-- Device code: csrc/add_kernels.cu -> NVRTC 12.9 -> one fatbin (buildtools/device_code.py),
-  embedded by an assembly file. CUDA 12 device code runs on every driver >= 525.
+- Device code: csrc/add_kernels.cu -> NVRTC 12.0 (the archs CUDA 12.0 knows) and 12.9 (the
+  newer archs and the PTX) -> one fatbin (buildtools/device_code.py), embedded by an
+  assembly file. CUDA 12 device code runs on every driver >= 525.
 - Host code: csrc/ops.cpp (torch ops) and csrc/launcher.cpp (driver API), compiled by zig
   and linked against glibc 2.17 stubs with a static libc++: no libstdc++, no glibc
   newer than 2.17, no CUDA runtime, so the result is really manylinux2014.
@@ -13,13 +14,14 @@ from __future__ import annotations
 import datetime
 import json
 import subprocess
+import sys
 import sysconfig
 import time
 from pathlib import Path
 
 from setuptools.command.build_ext import build_ext
 
-from . import config, cross, device_code, toolchain
+from . import config, cross, device_code, nvrtc_fetch, toolchain
 
 CSRC = config.ROOT / "csrc"
 HOST_SOURCES = ("ops.cpp", "launcher.cpp")
@@ -118,52 +120,74 @@ def build_time(dirty: bool) -> int:
 def declared_record(cfg: config.BuildConfig) -> dict:
     """The record's fields that pyproject.toml and csrc/kernel_table.h decide: what a
     wheel's record must say (the release gates compare it with these)."""
+    compilers = {target: f"NVRTC {cfg.cuda_of(target)}" for target in cfg.targets}
+    cudas = sorted(set(map(cfg.cuda_of, cfg.targets)), key=lambda v: tuple(map(int, v.split("."))))
     return {
+        # make wheel ARCHS=...: a few SASS archs for the author's loop; the gates refuse it.
+        "dev_build": cfg.dev_build,
         "dtypes": [dtype.name for dtype in device_code.kernel_table()[1]],
-        "device_compiler": f"NVRTC {cfg.device_cuda}",
+        "device_compiler": "NVRTC " + " + ".join(cudas),
+        # Which NVRTC made each target: {"sm_90": "NVRTC 12.0", "compute_120": "NVRTC 12.9"}.
+        "device_compilers": compilers,
         "device_cuda": cfg.device_cuda,
         "min_driver": cfg.min_driver,
         "min_driver_cuda": cfg.min_driver_cuda,
         "sass_archs": [f"sm_{a}" for a in cfg.sass_archs],
-        "ptx_arch": f"compute_{cfg.ptx_arch}",
+        "ptx_arch": f"compute_{cfg.ptx_arch}" if cfg.ptx_arch else None,
         "torch_target": cfg.torch_target,
         "python_limited_api": cfg.python_limited_api,
         "glibc_floor": cfg.glibc,
     }
 
 
-def build_record(cfg: config.BuildConfig, compiler: str) -> dict:
-    """What the wheel was built with; read by `doctor`, `inspect` and the tests."""
+def build_record(cfg: config.BuildConfig, code: device_code.DeviceCode) -> dict:
+    """What the wheel was built with; read by `doctor`, `inspect`, the gates and the tests."""
     commit, dirty = git_state()
     record = {"version": cfg.version, "git_commit": commit, "git_dirty": dirty}
     record.update(declared_record(cfg))
-    record["device_compiler"] = compiler  # the compiler that ran (checked against the promise)
+    # The compilers that ran (the gates check them against the declared ones).
+    record["device_compiler"] = code.compiler
+    record["device_compilers"] = code.compilers
     record["build_time_utc"] = datetime.datetime.fromtimestamp(
         build_time(dirty), datetime.timezone.utc
     ).isoformat(timespec="seconds")
     return record
 
 
+def build_step(name: str, func, *args):
+    """Runs one step of the build. On failure the tool's own error (NVRTC's log, zig's
+    "file:line: error") is the last thing printed, then one line naming the step, and
+    no Python traceback under it (SystemExit: setuptools and build pass it through)."""
+    try:
+        return func(*args)
+    except (device_code.DeviceCodeError, nvrtc_fetch.FetchError, config.ConfigError) as exc:
+        print(str(exc).rstrip(), file=sys.stderr, flush=True)
+    except subprocess.CalledProcessError:
+        pass  # the tool printed its error itself
+    raise SystemExit(f"error: building cuda_ext_example failed at: {name}")
+
+
 class ZigNvrtcBuildExt(build_ext):
     def build_extension(self, ext) -> None:
-        cfg = config.load()
+        cfg = build_step("configuration (pyproject.toml, ARCHS)", config.load)
         generated = Path(self.build_temp).resolve() / "device_code"
         out = Path(self.get_ext_fullpath(ext.name))
         out.parent.mkdir(parents=True, exist_ok=True)
 
-        code = device_code.write_device_code(
-            generated, cfg.sass_archs, cfg.ptx_arch, cfg.arch_summary
+        targets = device_code.targets_of(cfg)
+        code = build_step(
+            "device code (NVRTC: csrc/add_kernels.cu)",
+            device_code.write_device_code,
+            generated,
+            targets,
+            cfg.arch_summary,
         )
         print(f"device code: {code.compiler}, {' '.join(code.targets)}, {len(code.fatbin)} bytes")
-        if code.compiler != f"NVRTC {cfg.device_cuda}":
-            raise device_code.DeviceCodeError(
-                f"the device code must come from NVRTC {cfg.device_cuda} (pyproject.toml "
-                f"device-cuda), got {code.compiler}: pip install -r requirements/build.in"
-            )
-        link_extension(cfg, generated, out, cross.target_arch())
+        arch = cross.target_arch()
+        build_step("host code and link (zig c++)", link_extension, cfg, generated, out, arch)
 
         record = out.parent / "_build_info.json"
-        record.write_text(json.dumps(build_record(cfg, code.compiler), indent=2) + "\n")
+        record.write_text(json.dumps(build_record(cfg, code), indent=2) + "\n")
         if self.inplace:
             print(f"built {out} and {record}")
 

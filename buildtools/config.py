@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 class BuildConfig:
     version: str
     sass_archs: tuple[str, ...]
-    ptx_arch: str
+    ptx_arch: str | None  # None: a dev build without PTX
     torch_target: str
     glibc: str
     python_limited_api: str
@@ -26,6 +26,22 @@ class BuildConfig:
     ptx_isa: str
     min_driver: str
     min_driver_cuda: str
+    # The CUDA whose NVRTC compiles each SASS arch: {"90": "12.0", "120": "12.9"}.
+    sass_cuda: dict[str, str] = field(default_factory=dict)
+    dev_build: bool = False  # make wheel ARCHS=...: never released
+
+    def cuda_of(self, target: str) -> str:
+        """The CUDA whose NVRTC compiles a target: '12.0' for 'sm_90', device-cuda ('12.9')
+        for the PTX ('compute_120')."""
+        if target.startswith("sm_"):
+            return self.sass_cuda[target[3:]]
+        return self.device_cuda
+
+    @property
+    def targets(self) -> list[str]:
+        """NVRTC targets: sm_XX per SASS arch, then compute_XX for the PTX."""
+        ptx = [f"compute_{self.ptx_arch}"] if self.ptx_arch else []
+        return [f"sm_{a}" for a in self.sass_archs] + ptx
 
     @property
     def torch_target_hex(self) -> str:
@@ -46,7 +62,8 @@ class BuildConfig:
     @property
     def arch_summary(self) -> str:
         sass = " ".join(f"sm_{a}" for a in self.sass_archs)
-        return f"SASS {sass}; PTX compute_{self.ptx_arch}"
+        ptx = f"compute_{self.ptx_arch}" if self.ptx_arch else "none"
+        return f"SASS {sass}; PTX {ptx}" + ("; dev build" if self.dev_build else "")
 
 
 def source_date_epoch() -> int:
@@ -67,12 +84,53 @@ def source_date_epoch() -> int:
         return int(time.time())
 
 
-def load(pyproject: Path = ROOT / "pyproject.toml") -> BuildConfig:
+class ConfigError(ValueError):
+    pass
+
+
+def _sass_cuda(table: dict[str, list[str]]) -> dict[str, str]:
+    """[tool.cuda_ext_example.sass-archs] {"12.0": ["90", ...]} -> {"90": "12.0", ...}."""
+    arch_cuda: dict[str, str] = {}
+    for cuda, archs in table.items():
+        for arch in archs:
+            if arch in arch_cuda:
+                raise ConfigError(
+                    f"pyproject.toml sass-archs: sm_{arch} is listed under {arch_cuda[arch]} "
+                    f"and {cuda}: list each arch under one CUDA"
+                )
+            arch_cuda[arch] = cuda
+    return dict(sorted(arch_cuda.items(), key=lambda item: int(item[0])))
+
+
+def dev_archs(spec: str, cfg: BuildConfig) -> dict[str, str]:
+    """`make wheel ARCHS="90 120"` ($CEE_SASS_ARCHS): {"90": "12.0", "120": "12.9"}, each
+    from its declared CUDA; "90@12.9" picks the CUDA (to compare two compilers' code)."""
+    archs = {}
+    for item in spec.replace(",", " ").split():
+        arch, _, cuda = item.removeprefix("sm_").partition("@")
+        if not cuda and arch not in cfg.sass_cuda:
+            raise ConfigError(
+                f"ARCHS: sm_{arch} is not declared in pyproject.toml [tool.cuda_ext_example."
+                f'sass-archs]; name its CUDA as "{arch}@12.9"'
+            )
+        archs[arch] = cuda or cfg.sass_cuda[arch]
+    if not archs:
+        raise ConfigError(f"ARCHS={spec!r} names no arch; e.g. ARCHS=90")
+    return archs
+
+
+def load(pyproject: Path = ROOT / "pyproject.toml", dev_spec: str | None = None) -> BuildConfig:
+    """The declared targets; a dev build ($CEE_SASS_ARCHS, `make wheel ARCHS=90`) keeps only
+    the SASS it names, without PTX, and is marked as such in the build record."""
+    import os
+
     data = tomllib.loads(pyproject.read_text())
     tool = data["tool"]["cuda_ext_example"]
-    return BuildConfig(
+    sass_cuda = _sass_cuda(tool["sass-archs"])
+    cfg = BuildConfig(
         version=data["project"]["version"],
-        sass_archs=tuple(tool["sass-archs"]),
+        sass_archs=tuple(sass_cuda),
+        sass_cuda=sass_cuda,
         ptx_arch=tool["ptx-arch"],
         torch_target=tool["torch-target"],
         glibc=tool["glibc"],
@@ -82,3 +140,8 @@ def load(pyproject: Path = ROOT / "pyproject.toml") -> BuildConfig:
         min_driver=tool["min-driver"],
         min_driver_cuda=tool["min-driver-cuda"],
     )
+    dev_spec = os.environ.get("CEE_SASS_ARCHS", "") if dev_spec is None else dev_spec
+    if not dev_spec.strip():
+        return cfg
+    archs = dev_archs(dev_spec, cfg)
+    return replace(cfg, sass_archs=tuple(archs), sass_cuda=archs, ptx_arch=None, dev_build=True)

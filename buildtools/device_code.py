@@ -1,10 +1,16 @@
-"""Device code: csrc/add_kernels.cu -> NVRTC 12.9 -> SASS + PTX -> one fatbin (nvFatbin).
+"""Device code: csrc/add_kernels.cu -> NVRTC 12.0 / 12.9 -> SASS + PTX -> one fatbin (nvFatbin).
 
 Why NVRTC: the wheel must run on every driver >= 525, so its device code must come
 from a CUDA 12 compiler, and PyPI has no CUDA 12 nvcc, only NVRTC and nvFatbin
 (nvidia-cuda-nvrtc-cu12, nvidia-nvfatbin-cu12). Both are called through their C
 APIs with ctypes; the libraries and headers come from those PyPI packages only,
 never from a system toolkit, so the build needs no CUDA installation.
+
+Each SASS arch is compiled by the NVRTC of the CUDA pyproject.toml declares for it (the
+oldest that knows it: 12.0, fetched pinned by buildtools/nvrtc_fetch.py, with its own
+12.0 headers; the rest and the PTX by the 12.9 build requirement). The targets compile in
+parallel worker processes, one per CPU: threads gained nothing (measured: NVRTC runs one
+compile at a time per process).
 
 The kernels' instances are the (shape, dtype) pairs of csrc/kernel_table.h; each
 becomes an NVRTC name expression, and NVRTC's lowered (mangled) name for it goes
@@ -13,18 +19,24 @@ into a generated header for the launcher, so no name is ever mangled by hand.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import multiprocessing
+import os
 import re
 import sys
 import sysconfig
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import config
+from . import config, nvrtc_fetch
 
 CSRC = config.ROOT / "csrc"
 KERNEL_SOURCE = CSRC / "add_kernels.cu"
 KERNEL_TABLE = CSRC / "kernel_table.h"
+# NVRTC's name for the program: its errors then read "csrc/add_kernels.cu(12): error: ...".
+PROGRAM_NAME = "csrc/add_kernels.cu"
 
 # site-packages/nvidia/<package>/<path> of the pinned CUDA 12.9 PyPI packages.
 NVRTC_LIB = ("cuda_nvrtc", "lib/libnvrtc.so.12")
@@ -110,6 +122,21 @@ def include_dirs() -> list[Path]:
     return [pypi_path(pkg, sub) for pkg, sub in INCLUDE_DIRS]
 
 
+@contextlib.contextmanager
+def _keep_thread_locale():
+    """NVRTC 12.0's compile switches the calling thread to a locale of its own (uselocale)
+    and leaves it there: Python then decodes every later subprocess output as ASCII.
+    Restores the thread's locale afterwards."""
+    libc = ctypes.CDLL(None)
+    libc.uselocale.restype = ctypes.c_void_p
+    libc.uselocale.argtypes = [ctypes.c_void_p]
+    saved = libc.uselocale(None)
+    try:
+        yield
+    finally:
+        libc.uselocale(saved)
+
+
 class Nvrtc:
     """The NVRTC C API, as much of it as the build needs."""
 
@@ -144,7 +171,10 @@ class Nvrtc:
             for expr in expressions:
                 self.check(lib.nvrtcAddNameExpression(prog, expr.encode()), f"add {expr}")
             args = [o.encode() for o in [*options, f"--gpu-architecture={target}"]]
-            status = lib.nvrtcCompileProgram(prog, len(args), (ctypes.c_char_p * len(args))(*args))
+            with _keep_thread_locale():
+                status = lib.nvrtcCompileProgram(
+                    prog, len(args), (ctypes.c_char_p * len(args))(*args)
+                )
             self.check(status, f"compile for {target}", self._log(prog))
             lowered = {}
             for expr in expressions:
@@ -171,9 +201,10 @@ class Nvrtc:
         return buf.value.decode(errors="replace")
 
 
-def pack_fatbin(cubins: dict[str, bytes], ptx: dict[str, bytes]) -> bytes:
+def pack_fatbin(cubins: dict[str, bytes], ptx: dict[str, bytes], compress: bool = False) -> bytes:
     """One fatbin of the cubins and PTX ({'90': bytes}), uncompressed: compressed
-    fatbins need driver >= 550, and the wheel promises 525."""
+    fatbins need driver >= 550, and the wheel promises 525 (compress=True exists only for
+    the release gate's negative test)."""
     lib = ctypes.CDLL(str(pypi_path(*NVFATBIN_LIB)))
     lib.nvFatbinGetErrorString.restype = ctypes.c_char_p
 
@@ -182,7 +213,8 @@ def pack_fatbin(cubins: dict[str, bytes], ptx: dict[str, bytes]) -> bytes:
             raise DeviceCodeError(f"nvFatbin {what}: {lib.nvFatbinGetErrorString(status).decode()}")
 
     handle = ctypes.c_void_p()
-    options = [b"-64", b"-host=linux", b"-compress=false"]
+    options = [b"-64", b"-host=linux"]
+    options += [b"-compress=true", b"-compress-all"] if compress else [b"-compress=false"]
     check(
         lib.nvFatbinCreate(
             ctypes.byref(handle), (ctypes.c_char_p * len(options))(*options), len(options)
@@ -210,39 +242,123 @@ def pack_fatbin(cubins: dict[str, bytes], ptx: dict[str, bytes]) -> bytes:
 class DeviceCode:
     fatbin: bytes
     lowered: dict[str, str]  # name expression -> mangled kernel name
-    compiler: str  # e.g. "NVRTC 12.9"
+    compiler: str  # e.g. "NVRTC 12.0 + 12.9"
     targets: list[str] = field(default_factory=list)  # sm_XX (SASS) and compute_XX (PTX)
+    compilers: dict[str, str] = field(default_factory=dict)  # target -> "NVRTC 12.0"
+
+
+@dataclass(frozen=True)
+class Compiler:
+    cuda: str
+    nvrtc: Nvrtc
+    includes: tuple[Path, ...]
+
+
+# Compilers given to compile_kernels by the caller (the JIT's), found by the workers.
+_REGISTERED: dict[str, Compiler] = {}
+
+
+def compiler_for(cuda: str) -> Compiler:
+    """NVRTC <cuda> ("12.0"), found once per process."""
+    if cuda in _REGISTERED:
+        return _REGISTERED[cuda]
+    _REGISTERED[cuda] = _find_compiler(cuda)
+    return _REGISTERED[cuda]
+
+
+def _find_compiler(cuda: str) -> Compiler:
+    """NVRTC <cuda> with its own CUDA headers: the build requirement's (site-packages), or
+    a pinned download (nvrtc_fetch) for an older CUDA that cannot be installed beside it."""
+    installed = Nvrtc()
+    if "{}.{}".format(*installed.version()) == cuda:
+        return Compiler(cuda, installed, tuple(include_dirs()))
+    root = nvrtc_fetch.fetch(cuda)
+    nvrtc = Nvrtc(root / "nvidia" / "cuda_nvrtc" / "lib" / "libnvrtc.so.12")
+    found = "{}.{}".format(*nvrtc.version())
+    if found != cuda:
+        raise DeviceCodeError(f"{nvrtc.path} is NVRTC {found}, not {cuda}: rm -rf build/nvrtc-*")
+    return Compiler(cuda, nvrtc, (root / "nvidia" / "cuda_runtime" / "include",))
+
+
+class CompileError(DeviceCodeError):
+    """NVRTC refused the source; the message ends with NVRTC's log (file and line)."""
+
+
+def _compile_one(target: str, cuda: str, source: str, expressions: list[str]):
+    """One target, in a worker process (which finds its NVRTC through compiler_for)."""
+    compiler = compiler_for(cuda)
+    # csrc/ for add_as_torch.h, the element rule shared with the host code.
+    options = ["--std=c++17", f"--include-path={CSRC}"]
+    options += [f"--include-path={d}" for d in compiler.includes]
+    try:
+        return compiler.nvrtc.compile(source, PROGRAM_NAME, options, expressions, target)
+    except DeviceCodeError as exc:
+        raise CompileError(f"NVRTC {compiler.cuda}, {target}: {exc}") from None
+
+
+def _compile_all(targets: dict[str, str], source: str, expressions: list[str], jobs: int):
+    """{target: (image, lowered names)}: in `jobs` forked workers, or here for one job."""
+    if jobs <= 1:
+        return {t: _compile_one(t, cuda, source, expressions) for t, cuda in targets.items()}
+    # fork: the workers inherit the loaded NVRTCs (compiler_for's cache) and sys.path.
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = {
+            target: pool.submit(_compile_one, target, cuda, source, expressions)
+            for target, cuda in targets.items()
+        }
+        return {target: future.result() for target, future in futures.items()}
 
 
 def compile_kernels(
-    targets: list[str], nvrtc: Nvrtc, includes: list[Path]
+    targets: dict[str, Compiler], jobs: int | None = None
 ) -> tuple[dict[str, bytes], dict[str, str]]:
-    """{target: CUBIN (sm_XX) or PTX (compute_XX)} and the lowered names, one compile each."""
+    """{target: CUBIN (sm_XX) or PTX (compute_XX)} and the lowered names; one NVRTC
+    compile per target, `jobs` at a time (default: one per CPU). A failure raises the
+    first failing target's error, in the order given."""
     shapes, dtypes = kernel_table()
     expressions = [shape.expression(dtype) for shape in shapes for dtype in dtypes]
-    # csrc/ for add_as_torch.h, the element rule shared with the host code.
-    options = ["--std=c++17", f"--include-path={CSRC}", *(f"--include-path={d}" for d in includes)]
     source = KERNEL_SOURCE.read_text()
+    for compiler in targets.values():  # the workers find these in compiler_for's cache
+        _REGISTERED[compiler.cuda] = compiler
+    # $CEE_NVRTC_JOBS=1: one at a time (to measure what the workers save).
+    jobs = jobs or int(os.environ.get("CEE_NVRTC_JOBS") or 0) or os.cpu_count() or 1
+    workers = max(1, min(jobs, len(targets)))
+    cudas = {target: compiler.cuda for target, compiler in targets.items()}
+    results = _compile_all(cudas, source, expressions, workers)
     images, lowered = {}, None
-    for target in targets:
-        images[target], names = nvrtc.compile(
-            source, KERNEL_SOURCE.name, options, expressions, target
-        )
+    for target, (image, names) in results.items():
         if lowered is not None and names != lowered:
             raise DeviceCodeError(f"NVRTC lowered names differ for {target}")
-        lowered = names
+        images[target], lowered = image, names
     return images, lowered
 
 
-def compile_device_code(sass_archs, ptx_arch: str | None) -> DeviceCode:
-    """SASS for each arch and PTX for ptx_arch from the pinned NVRTC, packed in one fatbin."""
-    nvrtc = Nvrtc()
-    targets = [f"sm_{a}" for a in sass_archs] + ([f"compute_{ptx_arch}"] if ptx_arch else [])
-    images, lowered = compile_kernels(targets, nvrtc, include_dirs())
+def compile_device_code(targets: dict[str, str], compress: bool = False) -> DeviceCode:
+    """{target: CUDA} (e.g. {"sm_90": "12.0", "compute_120": "12.9"}) -> one fatbin, each
+    target from its CUDA's NVRTC (compress: only for the release gate's negative test)."""
+    compilers = {target: compiler_for(cuda) for target, cuda in targets.items()}
+    images, lowered = compile_kernels(compilers)
     cubins = {t[3:]: code for t, code in images.items() if t.startswith("sm_")}
     ptx = {t[8:]: code for t, code in images.items() if t.startswith("compute_")}
-    major, minor = nvrtc.version()
-    return DeviceCode(pack_fatbin(cubins, ptx), lowered, f"NVRTC {major}.{minor}", targets)
+    used = dict.fromkeys(c.cuda for c in compilers.values())
+    return DeviceCode(
+        pack_fatbin(cubins, ptx, compress),
+        lowered,
+        "NVRTC " + " + ".join(sorted(used, key=_version_key)),
+        list(targets),
+        {target: f"NVRTC {cuda}" for target, cuda in targets.items()},
+    )
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
+
+
+def targets_of(cfg: config.BuildConfig) -> dict[str, str]:
+    """{target: CUDA} of a build configuration: each SASS arch from its declared CUDA,
+    the PTX from device-cuda."""
+    return {target: cfg.cuda_of(target) for target in cfg.targets}
 
 
 def kernel_names_header(code: DeviceCode, arch_summary: str) -> str:
@@ -278,10 +394,12 @@ def fatbin_assembly(fatbin: Path) -> str:
     )
 
 
-def write_device_code(out_dir: Path, sass_archs, ptx_arch, arch_summary: str) -> DeviceCode:
+def write_device_code(
+    out_dir: Path, targets: dict[str, str], arch_summary: str, compress: bool = False
+) -> DeviceCode:
     """Writes add_kernels.fatbin, device_code.S (embeds it) and device_code.h (names)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    code = compile_device_code(sass_archs, ptx_arch)
+    code = compile_device_code(targets, compress)
     fatbin = out_dir / "add_kernels.fatbin"
     fatbin.write_bytes(code.fatbin)
     (out_dir / "device_code.S").write_text(fatbin_assembly(fatbin.resolve()))

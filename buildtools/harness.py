@@ -19,12 +19,21 @@ from . import config, device_code
 from .build_ext import CSRC, zig_cxx
 
 
+def harness_targets(cfg: config.BuildConfig, sass_archs, ptx_arch) -> dict[str, str]:
+    """{target: CUDA}: each arch from the CUDA pyproject.toml declares for it (an
+    undeclared one from device-cuda), the PTX from device-cuda."""
+    targets = {f"sm_{a}": cfg.sass_cuda.get(a, cfg.device_cuda) for a in sass_archs}
+    if ptx_arch:
+        targets[f"compute_{ptx_arch}"] = cfg.device_cuda
+    return targets
+
+
 def build_harness(out: Path, sass_archs, ptx_arch) -> Path:
-    cfg = config.load()
+    cfg = config.load(dev_spec="")
     generated = out.parent / f"{out.name}.device_code"
     summary = " ".join(f"sm_{a}" for a in sass_archs)
     summary = f"SASS {summary or 'none'}; PTX {f'compute_{ptx_arch}' if ptx_arch else 'none'}"
-    device_code.write_device_code(generated, sass_archs, ptx_arch, summary)
+    device_code.write_device_code(generated, harness_targets(cfg, sass_archs, ptx_arch), summary)
     cmd = [
         *zig_cxx(cfg, generated),
         CSRC / "harness.cpp",
@@ -41,7 +50,7 @@ def build_harness(out: Path, sass_archs, ptx_arch) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    cfg = config.load()
+    cfg = config.load(dev_spec="")
     parser = argparse.ArgumentParser(prog="python -m buildtools.harness", description=__doc__)
     parser.add_argument("--out", type=Path, default=config.ROOT / "build" / "cpp" / "cee_harness")
     parser.add_argument("--sass", nargs="*", default=list(cfg.sass_archs), help="e.g. 90 120")

@@ -1,7 +1,8 @@
 // Device code of my_add and my_fast_add. Nothing here runs on the host.
 //
-// Compiled at build time by NVRTC 12.9 (buildtools/device_code.py) to SASS for
-// every arch in pyproject.toml plus PTX, packed into one fatbin that is
+// Compiled at build time by NVRTC (buildtools/device_code.py) to SASS for every
+// arch in pyproject.toml, each by the oldest CUDA that knows it (12.0 or 12.9),
+// plus PTX, packed into one fatbin that is
 // embedded in the extension and launched through the driver API
 // (csrc/launcher.cpp). CUDA 12 device code runs on every driver >= 525 (CUDA
 // minor-version compatibility); CUDA 13's would need >= 580. NVRTC sees only
@@ -11,6 +12,13 @@
 #include <cuda_fp16.h>
 
 #include "add_as_torch.h"
+
+// NVRTC 12.0 emits nv/target's constants as internal device variables, named
+// after a module id; with no external non-template function in the file that
+// id includes the compiling process's id, and the same source gives different
+// bytes on every build. One such function (never called, dropped from the
+// cubin) makes the id a hash of the source: same commit, same bytes.
+extern "C" __device__ void cee_reproducible_module_id() {}
 
 namespace cee {
 

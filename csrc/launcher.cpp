@@ -15,12 +15,23 @@
 //   made it current already (device guard); if not (another thread, the
 //   harness), it is pushed for the launch and popped again, so the caller's
 //   context state never changes.
+// - before the first launch on a device, every kernel is resolved for that
+//   device's context with cuKernelGetFunction (CUDA 12.0), which loads it
+//   there, and the launch then uses that CUfunction. So no launch relies on
+//   the driver loading the kernel lazily inside cuLaunchKernel, which drivers
+//   before CUDA 12.3 cannot do while the stream captures a CUDA graph. The
+//   loading calls run with this thread's capture mode set to relaxed
+//   (cuThreadExchangeStreamCaptureMode), so a first call made inside
+//   torch.cuda.graph capture may still load: those are not stream work.
+// - a toolkit stub libcuda.so.1, or a driver without code for the GPU, gets
+//   one error that names the cause and the fix.
 // Compiled by zig with the other host code; includes only NVIDIA's C headers.
 #include "launcher.h"
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,18 +51,21 @@ constexpr int kMaxDevices = 64;
 
 // Every driver entry point the launcher uses, with the version of its ABI
 // (the N of PFN_name_vN). tests/test_launcher.py reads this list.
-#define CEE_DRIVER_ENTRY_POINTS(X)  \
-  X(cuInit, 2000)                   \
-  X(cuGetErrorName, 6000)           \
-  X(cuGetErrorString, 6000)         \
-  X(cuDeviceGet, 2000)              \
-  X(cuDeviceGetAttribute, 2000)     \
-  X(cuDevicePrimaryCtxRetain, 7000) \
-  X(cuCtxGetCurrent, 4000)          \
-  X(cuCtxPushCurrent, 4000)         \
-  X(cuCtxPopCurrent, 4000)          \
-  X(cuLibraryLoadData, 12000)       \
-  X(cuLibraryGetKernel, 12000)      \
+#define CEE_DRIVER_ENTRY_POINTS(X)            \
+  X(cuInit, 2000)                             \
+  X(cuGetErrorName, 6000)                     \
+  X(cuGetErrorString, 6000)                   \
+  X(cuDeviceGet, 2000)                        \
+  X(cuDeviceGetAttribute, 2000)               \
+  X(cuDeviceGetName, 2000)                    \
+  X(cuDevicePrimaryCtxRetain, 7000)           \
+  X(cuCtxGetCurrent, 4000)                    \
+  X(cuCtxPushCurrent, 4000)                   \
+  X(cuCtxPopCurrent, 4000)                    \
+  X(cuThreadExchangeStreamCaptureMode, 10010) \
+  X(cuLibraryLoadData, 12000)                 \
+  X(cuLibraryGetKernel, 12000)                \
+  X(cuKernelGetFunction, 12000)               \
   X(cuLaunchKernel, 4000)
 
 struct Driver {
@@ -61,19 +75,28 @@ struct Driver {
   PFN_cuGetProcAddress_v12000 get_proc_address;
 };
 
-// The driver, the loaded library and what was looked up in it. Loading is
-// tried once; its error is kept for every later call. Calls after that read
-// atomics only (launch-bound callers count every lock); the mutex serializes
-// the first look-ups.
-struct State {
-  std::mutex mutex;
+// One setup step (the driver; the device code), tried once: its error is kept
+// for every later call.
+struct Once {
   bool tried = false;
   std::atomic<bool> ok{false};
+  CUresult status = CUDA_SUCCESS;  // the failing driver call's result, if any
   char error[512] = {0};
+};
+
+// The driver, the loaded library and what was looked up in it. Calls after
+// the first read atomics only (launch-bound callers count every lock); the
+// mutex serializes the first look-ups.
+struct State {
+  std::mutex mutex;
+  Once driver_step, library_step;
   Driver driver = {};
   CUlibrary library = nullptr;
   std::atomic<CUkernel> kernels[CEE_NUM_SHAPES][CEE_NUM_DTYPES] = {};
   std::atomic<CUcontext> primary[kMaxDevices] = {};
+  // Every kernel resolved (loaded) for the device's primary context.
+  std::atomic<bool> resolved[kMaxDevices] = {};
+  CUfunction functions[kMaxDevices][CEE_NUM_SHAPES][CEE_NUM_DTYPES] = {};
 };
 
 State& state() {
@@ -103,11 +126,29 @@ void* entry_point(const Driver& d, const char* name) {
   return fn;
 }
 
-// Opens libcuda.so.1 and takes the entry points; false with s.error set.
-bool load_driver(State& s) {
+// The CUDA toolkit ships a libcuda.so.1 for linking only (lib64/stubs); found
+// first on the library path, it answers CUDA_ERROR_STUB_LIBRARY to every call.
+void describe_stub(void* symbol, char* out, size_t len) {
+  Dl_info info = {};
+  char path[256] = "libcuda.so.1";
+  if (symbol && dladdr(symbol, &info) && info.dli_fname)
+    snprintf(path, sizeof path, "%s", info.dli_fname);
+  char folder[256];
+  snprintf(folder, sizeof folder, "%s", path);
+  snprintf(out, len,
+           "the libcuda.so.1 this process loaded (%s) is the CUDA toolkit's "
+           "stub library (CUDA_ERROR_STUB_LIBRARY), made for linking, not an "
+           "NVIDIA driver. Remove %s from LD_LIBRARY_PATH (and the loader's "
+           "configuration), and install an NVIDIA driver >= 525.60.13 on a "
+           "GPU machine; the CPU kernels work without one",
+           path, dirname(folder));
+}
+
+// Opens libcuda.so.1 and takes the entry points; false with once.error set.
+bool load_driver(State& s, Once& once) {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    snprintf(s.error, sizeof s.error,
+    snprintf(once.error, sizeof once.error,
              "cannot load the NVIDIA driver library libcuda.so.1 (%s). Install "
              "an NVIDIA driver >= 525.60.13 (CUDA 12.0); the CPU kernels work "
              "without one",
@@ -117,11 +158,16 @@ bool load_driver(State& s) {
   auto driver_version = reinterpret_cast<PFN_cuDriverGetVersion_v2020>(
       dlsym(lib, "cuDriverGetVersion"));
   int version = 0;
-  if (driver_version) driver_version(&version);
+  if (driver_version && driver_version(&version) == CUDA_ERROR_STUB_LIBRARY) {
+    once.status = CUDA_ERROR_STUB_LIBRARY;
+    describe_stub(reinterpret_cast<void*>(driver_version), once.error,
+                  sizeof once.error);
+    return false;
+  }
   s.driver.get_proc_address = reinterpret_cast<PFN_cuGetProcAddress_v12000>(
       dlsym(lib, "cuGetProcAddress_v2"));
   if (version < kDriverApiVersion || !s.driver.get_proc_address) {
-    snprintf(s.error, sizeof s.error,
+    snprintf(once.error, sizeof once.error,
              "the NVIDIA driver supports CUDA %d.%d; this wheel's GPU kernels "
              "need a driver for CUDA >= 12.0 (>= 525.60.13). Update the NVIDIA "
              "driver",
@@ -132,7 +178,7 @@ bool load_driver(State& s) {
 #define CEE_DRIVER_LOAD(name, version)                                       \
   d.name = reinterpret_cast<PFN_##name##_v##version>(entry_point(d, #name)); \
   if (!d.name) {                                                             \
-    snprintf(s.error, sizeof s.error,                                        \
+    snprintf(once.error, sizeof once.error,                                  \
              "the NVIDIA driver has no %s for CUDA 12.0", #name);            \
     return false;                                                            \
   }
@@ -141,49 +187,100 @@ bool load_driver(State& s) {
   return true;
 }
 
-bool initialize(State& s) {
-  if (!load_driver(s)) return false;
-  CUresult status = s.driver.cuInit(0);
-  if (status != CUDA_SUCCESS) {
-    describe_driver_error(s.driver, status, "cuInit", s.error, sizeof s.error);
+bool initialize_driver(State& s, Once& once) {
+  if (!load_driver(s, once)) return false;
+  once.status = s.driver.cuInit(0);
+  if (once.status == CUDA_ERROR_STUB_LIBRARY) {
+    describe_stub(reinterpret_cast<void*>(s.driver.cuInit), once.error,
+                  sizeof once.error);
     return false;
   }
-  status = s.driver.cuLibraryLoadData(&s.library, cee_fatbin, nullptr, nullptr,
-                                      0, nullptr, nullptr, 0);
-  if (status != CUDA_SUCCESS) {
-    describe_driver_error(s.driver, status,
-                          "loading the device code (cuLibraryLoadData)",
-                          s.error, sizeof s.error);
+  if (once.status != CUDA_SUCCESS) {
+    describe_driver_error(s.driver, once.status, "cuInit", once.error,
+                          sizeof once.error);
     return false;
   }
   return true;
 }
 
-// The loaded driver state, or nullptr with the reason in err.
-State* ready(char* err, size_t err_len) {
-  State& s = state();
-  if (s.ok.load(std::memory_order_acquire)) return &s;
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (!s.tried) {
-    s.tried = true;
-    s.ok.store(initialize(s), std::memory_order_release);
+// While this thread captures a CUDA graph in the default (global) mode, the
+// driver refuses calls it deems unsafe; loading code is not stream work, so
+// the loading calls run in relaxed mode and the caller's mode is restored.
+class RelaxedCapture {
+ public:
+  explicit RelaxedCapture(const Driver& d) : d_(d) {
+    ok_ = d_.cuThreadExchangeStreamCaptureMode(&mode_) == CUDA_SUCCESS;
   }
-  if (!s.ok.load(std::memory_order_relaxed)) {
-    snprintf(err, err_len, "%s", s.error);
-    return nullptr;
+  ~RelaxedCapture() {
+    if (ok_) d_.cuThreadExchangeStreamCaptureMode(&mode_);
   }
-  return &s;
+
+ private:
+  const Driver& d_;
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool ok_ = false;
+};
+
+bool load_library(State& s, Once& once) {
+  RelaxedCapture relaxed(s.driver);
+  once.status = s.driver.cuLibraryLoadData(&s.library, cee_fatbin, nullptr,
+                                           nullptr, 0, nullptr, nullptr, 0);
+  if (once.status != CUDA_SUCCESS) {
+    describe_driver_error(s.driver, once.status,
+                          "loading the device code (cuLibraryLoadData)",
+                          once.error, sizeof once.error);
+    return false;
+  }
+  return true;
 }
 
-CUresult get_kernel(State& s, cee_shape shape, cee_dtype dtype, CUkernel* out) {
-  std::atomic<CUkernel>& cached = s.kernels[shape][dtype];
-  if ((*out = cached.load(std::memory_order_acquire))) return CUDA_SUCCESS;
+// Runs a setup step once per process; false with its error in err.
+bool run_once(State& s, Once& once, bool (*step)(State&, Once&), char* err,
+              size_t err_len) {
+  if (once.ok.load(std::memory_order_acquire)) return true;
   std::lock_guard<std::mutex> lock(s.mutex);
+  if (!once.tried) {
+    once.tried = true;
+    once.ok.store(step(s, once), std::memory_order_release);
+  }
+  if (once.ok.load(std::memory_order_relaxed)) return true;
+  snprintf(err, err_len, "%s", once.error);
+  return false;
+}
+
+// The CUkernel of one instance (context-independent), looked up once.
+// Called with s.mutex held.
+CUresult get_kernel(State& s, int shape, int dtype, CUkernel* out) {
+  std::atomic<CUkernel>& cached = s.kernels[shape][dtype];
   if ((*out = cached.load(std::memory_order_relaxed))) return CUDA_SUCCESS;
   CUresult status = s.driver.cuLibraryGetKernel(out, s.library,
                                                 cee_kernel_names[shape][dtype]);
   if (status == CUDA_SUCCESS) cached.store(*out, std::memory_order_release);
   return status;
+}
+
+// Loads every kernel into the current context (the device's primary) and
+// keeps their CUfunctions: the first call on a device does all the loading
+// before it launches anything.
+CUresult resolve_device(State& s, int device, const char** what) {
+  if (s.resolved[device].load(std::memory_order_acquire)) return CUDA_SUCCESS;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.resolved[device].load(std::memory_order_relaxed)) return CUDA_SUCCESS;
+  RelaxedCapture relaxed(s.driver);
+  for (int shape = 0; shape < CEE_NUM_SHAPES; ++shape) {
+    for (int dtype = 0; dtype < CEE_NUM_DTYPES; ++dtype) {
+      CUkernel kernel;
+      *what = "cuLibraryGetKernel";
+      CUresult status = get_kernel(s, shape, dtype, &kernel);
+      *what = "loading the kernels for this GPU (cuKernelGetFunction)";
+      if (status == CUDA_SUCCESS)
+        status = s.driver.cuKernelGetFunction(
+            &s.functions[device][shape][dtype], kernel);
+      if (status != CUDA_SUCCESS) return status;
+    }
+  }
+  s.resolved[device].store(true, std::memory_order_release);
+  return CUDA_SUCCESS;
 }
 
 // The device's primary context (torch's), retained once for the process.
@@ -192,6 +289,7 @@ CUresult primary_context(State& s, int device, CUcontext* out) {
   if ((*out = cached.load(std::memory_order_acquire))) return CUDA_SUCCESS;
   std::lock_guard<std::mutex> lock(s.mutex);
   if ((*out = cached.load(std::memory_order_relaxed))) return CUDA_SUCCESS;
+  RelaxedCapture relaxed(s.driver);
   CUdevice dev;
   CUresult status = s.driver.cuDeviceGet(&dev, device);
   if (status == CUDA_SUCCESS)
@@ -255,49 +353,65 @@ int64_t blocks_for(cee_shape shape, cee_dtype dtype, int64_t n) {
   return blocks > 0 ? blocks : 1;
 }
 
+bool no_code_for_gpu(CUresult status) {
+  return status == CUDA_ERROR_NO_BINARY_FOR_GPU ||
+         status == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
+         status == CUDA_ERROR_INVALID_PTX;
+}
+
+bool capture_refused(CUresult status) {
+  return status >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED &&
+         status <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+}
+
 void describe_launch_error(const Driver& d, CUresult status, int device,
                            const char* op, const char* what, char* err,
                            size_t err_len) {
   char driver_error[256];
   describe_driver_error(d, status, what, driver_error, sizeof driver_error);
-  if (status == CUDA_ERROR_NO_BINARY_FOR_GPU ||
-      status == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
-      status == CUDA_ERROR_INVALID_PTX) {
+  if (no_code_for_gpu(status)) {
     int major = 0, minor = 0;
+    char name[128] = "unknown GPU";
     CUdevice dev;
     if (d.cuDeviceGet(&dev, device) == CUDA_SUCCESS) {
       d.cuDeviceGetAttribute(&major,
                              CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
       d.cuDeviceGetAttribute(&minor,
                              CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+      d.cuDeviceGetName(name, sizeof name, dev);
     }
     snprintf(err, err_len,
              "%s: this cuda_ext_example wheel has no GPU code for cuda:%d "
-             "(compute capability %d.%d, sm_%d%d). The wheel carries %s. Use "
-             "a GPU from that list, or build from source for your GPU (see "
-             "`python -m cuda_ext_example doctor`). [%s]",
-             op, device, major, minor, major, minor, CEE_DEVICE_CODE,
+             "(%s, compute capability %d.%d, sm_%d%d). The wheel carries %s. "
+             "Use a GPU from that list, or build from source for your GPU "
+             "(see `python -m cuda_ext_example doctor`). [%s]",
+             op, device, name, major, minor, major, minor, CEE_DEVICE_CODE,
              driver_error);
+    return;
+  }
+  if (capture_refused(status)) {
+    snprintf(err, err_len,
+             "%s: the first call on cuda:%d ran inside CUDA graph capture and "
+             "this driver could not load the kernels there. Call the op once "
+             "before capturing (torch.cuda.graph's warm-up). [%s]",
+             op, device, driver_error);
     return;
   }
   snprintf(err, err_len, "%s: CUDA driver error on cuda:%d: %s", op, device,
            driver_error);
 }
 
-CUresult launch(State& s, cee_shape shape, cee_dtype dtype, const void* a,
-                const void* b, void* out, int64_t n, CUstream stream,
-                const char** what) {
-  CUkernel kernel;
-  *what = "cuLibraryGetKernel";
-  CUresult status = get_kernel(s, shape, dtype, &kernel);
+CUresult launch(State& s, int device, cee_shape shape, cee_dtype dtype,
+                const void* a, const void* b, void* out, int64_t n,
+                CUstream stream, const char** what) {
+  CUresult status = resolve_device(s, device, what);
   if (status != CUDA_SUCCESS) return status;
   long long count = n;
   void* args[] = {&a, &b, &out, &count};
   *what = "cuLaunchKernel";
-  return s.driver.cuLaunchKernel(reinterpret_cast<CUfunction>(kernel),
-                                 (unsigned)blocks_for(shape, dtype, n), 1, 1,
-                                 (unsigned)kShapes[shape].block, 1, 1, 0,
-                                 stream, args, nullptr);
+  return s.driver.cuLaunchKernel(
+      s.functions[device][shape][dtype], (unsigned)blocks_for(shape, dtype, n),
+      1, 1, (unsigned)kShapes[shape].block, 1, 1, 0, stream, args, nullptr);
 }
 
 }  // namespace
@@ -308,8 +422,8 @@ extern "C" int cee_cuda_add(cee_kernel kernel, cee_dtype dtype, const void* a,
                             size_t err_len) {
   if (n == 0) return 0;
   char reason[512];
-  State* s = ready(reason, sizeof reason);
-  if (!s) {
+  State& s = state();
+  if (!run_once(s, s.driver_step, initialize_driver, reason, sizeof reason)) {
     snprintf(err, err_len, "%s: %s", op, reason);
     return -1;
   }
@@ -319,16 +433,21 @@ extern "C" int cee_cuda_add(cee_kernel kernel, cee_dtype dtype, const void* a,
              (int)dtype);
     return -1;
   }
-  const Driver& d = s->driver;
+  const Driver& d = s.driver;
+  if (!run_once(s, s.library_step, load_library, reason, sizeof reason)) {
+    describe_launch_error(d, s.library_step.status, device, op,
+                          "cuLibraryLoadData", err, err_len);
+    return -1;
+  }
   const char* what = "cuDevicePrimaryCtxRetain";
   CUcontext ctx = nullptr, current = nullptr;
-  CUresult status = primary_context(*s, device, &ctx);
+  CUresult status = primary_context(s, device, &ctx);
   if (status == CUDA_SUCCESS) status = d.cuCtxGetCurrent(&current);
   const bool push = status == CUDA_SUCCESS && current != ctx;
   if (push) status = d.cuCtxPushCurrent(ctx);
   if (status == CUDA_SUCCESS) {
     const cee_shape shape = pick_shape(kernel, dtype, a, b, out, n);
-    status = launch(*s, shape, dtype, a, b, out, n,
+    status = launch(s, device, shape, dtype, a, b, out, n,
                     static_cast<CUstream>(stream), &what);
     if (push) {
       CUcontext popped;
@@ -342,9 +461,10 @@ extern "C" int cee_cuda_add(cee_kernel kernel, cee_dtype dtype, const void* a,
 
 extern "C" void* cee_cuda_entry_point(const char* name, char* err,
                                       size_t err_len) {
-  State* s = ready(err, err_len);
-  if (!s) return nullptr;
-  void* fn = entry_point(s->driver, name);
+  State& s = state();
+  if (!run_once(s, s.driver_step, initialize_driver, err, err_len))
+    return nullptr;
+  void* fn = entry_point(s.driver, name);
   if (!fn)
     snprintf(err, err_len, "the NVIDIA driver has no %s for CUDA 12.0", name);
   return fn;

@@ -13,7 +13,7 @@ import torch
 from cuda_ext_example import BUILD_INFO
 from cuda_ext_example.doctor import FAIL, OK, WARN, Environment, Gpu, judge, judge_gpu
 
-SASS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_103", "sm_120"]
+SASS = BUILD_INFO["sass_archs"]
 
 
 def env(**overrides) -> Environment:
@@ -96,16 +96,35 @@ def test_no_driver_is_a_cpu_only_warning():
     [
         ((9, 0), OK, "SASS sm_90 in the wheel"),
         ((8, 6), OK, "SASS sm_86"),
-        ((12, 1), OK, "runs the wheel's sm_120 SASS"),  # GB10: same major as sm_120
+        ((10, 1), OK, "runs the wheel's sm_100 SASS"),  # Thor (CUDA 12.9): same major
         ((8, 7), OK, "runs the wheel's sm_86 SASS"),  # Orin
         ((13, 0), WARN, "JIT-compiles the wheel's compute_120 PTX"),  # a future GPU
-        ((7, 0), FAIL, "no code for sm_70"),  # Volta: CUDA 13 has no code for it
+        ((7, 0), OK, "SASS sm_70 in the wheel"),  # V100: torch's CUDA 12 builds run it
+        ((6, 1), OK, "runs the wheel's sm_60 SASS"),  # GTX 1080
+        ((5, 2), OK, "runs the wheel's sm_50 SASS"),  # GTX 980, torch cu126 runs it
+        ((3, 7), FAIL, "NOT COVERED: this wheel has no code for sm_37"),  # K80: no CUDA 12
     ],
 )
 def test_gpu_verdicts(capability, level, words):
     finding = judge_gpu(Gpu(0, "GPU", capability), SASS, "compute_120")
     assert finding.level == level
     assert words in finding.message
+
+
+def test_uncovered_gpu_is_said_plainly():
+    finding = judge_gpu(Gpu(0, "Tesla K80", (3, 7)), SASS, "compute_120")
+    assert finding.topic == "cuda:0 Tesla K80 (sm_37)"
+    assert "cannot run on this GPU (the CPU kernels still do)" in finding.message
+    assert f"The wheel has SASS {', '.join(SASS)} and PTX compute_120" in finding.message
+
+
+def test_every_torch_cuda_12_arch_is_covered():
+    # torch.cuda.get_arch_list() of 2.11.0+cu126 and 2.10.0/2.11.0+cu128 (pytorch#182250).
+    torch_cu12 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
+    for arch in torch_cu12:
+        cc = int(arch[3:])
+        finding = judge_gpu(Gpu(0, "GPU", (cc // 10, cc % 10)), SASS, "compute_120")
+        assert finding.level == OK and f"SASS {arch} in the wheel" in finding.message
 
 
 def test_import_error_is_reported():
@@ -136,7 +155,9 @@ def test_doctor_on_this_machine(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     assert "[  ok] run on cpu: my_add and my_fast_add match torch" in run.stdout
     assert f"SASS {' '.join(BUILD_INFO['sass_archs'])}" in run.stdout
-    assert "device code by NVRTC 12.9" in run.stdout
+    assert "device code by NVRTC 12.0 + 12.9" in run.stdout
+    assert "compiled by: NVRTC 12.0: sm_50 sm_60 sm_70" in run.stdout
+    assert "NVRTC 12.9: sm_100 sm_103 sm_120 sm_121 compute_120" in run.stdout
     assert "verdict: ready" in run.stdout
     for i in range(torch.cuda.device_count()):
         assert f"run on cuda:{i}: my_add and my_fast_add match torch" in run.stdout

@@ -34,8 +34,12 @@ def run_fresh(code: str, **env) -> str:
     return result.stdout
 
 
+@pytest.mark.parametrize("loading", ["default", "LAZY", "EAGER"])
 @pytest.mark.parametrize("op", ["my_add", "my_fast_add"])
-def test_first_call_inside_graph_capture(op):
+def test_first_call_inside_graph_capture(op, loading):
+    # The launcher loads every kernel for the device (cuKernelGetFunction, in relaxed
+    # capture mode) before its first launch, whatever the driver's module loading mode.
+    env = {} if loading == "default" else {"CUDA_MODULE_LOADING": loading}
     run_fresh(
         f"""
         a = torch.randn(1 << 20, device="cuda"); b = torch.randn(1 << 20, device="cuda")
@@ -46,7 +50,15 @@ def test_first_call_inside_graph_capture(op):
         a.copy_(torch.randn(1 << 20, device="cuda"))
         graph.replay()
         check(out, a, b)
-        """
+        # every other kernel was loaded by that first call too: a new dtype, captured again
+        x = torch.randn(4099, device="cuda").half(); y = torch.randn(4099, device="cuda").half()
+        graph2 = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph2):
+            z = {op}(x, y)
+        graph2.replay()
+        check(z, x, y)
+        """,
+        **env,
     )
 
 

@@ -36,15 +36,23 @@ def harness_entry_points() -> dict[str, int]:
     }
 
 
+def typedefs_header() -> Path | None:
+    """CUDA 12.0's own cudaTypedefs.h (nvidia-cuda-runtime-cu12==12.0.107, which the build
+    fetches with NVRTC 12.0 into build/), else the 12.9 build requirement's."""
+    fetched = ROOT / "build" / "nvrtc-12.0" / "root" / "nvidia" / "cuda_runtime" / "include"
+    paths = sysconfig.get_paths()
+    for base in (fetched, *(Path(p) / "nvidia" / "cuda_runtime" / "include" for p in
+                            (paths["purelib"], paths["platlib"]))):  # fmt: skip
+        if (base / "cudaTypedefs.h").exists():
+            return base / "cudaTypedefs.h"
+    return None
+
+
 @pytest.fixture(scope="module")
 def abi_versions() -> dict[str, list[int]]:
-    """{'cuLaunchKernel': [4000, 7000], ...} from the CUDA 12.9 headers (a build requirement)."""
-    paths = sysconfig.get_paths()
-    for base in {paths["purelib"], paths["platlib"]}:
-        header = Path(base) / "nvidia" / "cuda_runtime" / "include" / "cudaTypedefs.h"
-        if header.exists():
-            break
-    else:
+    """{'cuLaunchKernel': [4000, 7000], ...} from cudaTypedefs.h."""
+    header = typedefs_header()
+    if header is None:
         pytest.skip("cudaTypedefs.h (nvidia-cuda-runtime-cu12) not installed")
     versions: dict[str, list[int]] = {}
     typedef = r"typedef \w+ ?\(CUDAAPI \*PFN_(cu\w+?)_v(\d+)\)"
@@ -53,9 +61,19 @@ def abi_versions() -> dict[str, list[int]]:
     return versions
 
 
+def test_checked_against_cuda_12_0_itself():
+    # The build fetched CUDA 12.0's headers with its NVRTC: the check reads that header.
+    header = typedefs_header()
+    if header is None or "nvrtc-12.0" not in str(header):
+        pytest.skip("build/nvrtc-12.0 not fetched (make wheel fetches it)")
+    assert "CUDA_VERSION 12000" in (header.parent / "cuda.h").read_text()
+
+
 def test_lists_are_complete():
     entry = launcher_entry_points()
     assert {"cuInit", "cuLibraryLoadData", "cuLibraryGetKernel", "cuLaunchKernel"} <= set(entry)
+    # The kernels are resolved per device before the first launch (csrc/launcher.cpp says why).
+    assert {"cuKernelGetFunction", "cuThreadExchangeStreamCaptureMode"} <= set(entry)
     harness = harness_entry_points()
     assert {"cuMemAlloc", "cuMemcpyDtoH"} <= set(harness)
     assert len(harness) == len(re.findall(r"entry_point\(\s*\"", HARNESS.read_text()))
@@ -79,5 +97,5 @@ def test_entry_points_exist_in_cuda_12_0(abi_versions, source):
 def test_the_check_can_fail(abi_versions):
     # A CUDA 12.1 entry point is not at 12.0; cuMemAlloc's v2000 ABI (32-bit sizes) is
     # not what cuGetProcAddress returns for 12.0.
-    assert all(v > DRIVER_API for v in abi_versions["cuCoredumpGetAttribute"])
+    assert not [v for v in abi_versions.get("cuCoredumpGetAttribute", []) if v <= DRIVER_API]
     assert sorted(abi_versions["cuMemAlloc"]) == [2000, 3020]

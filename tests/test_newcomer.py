@@ -58,7 +58,7 @@ def test_fresh_clone_release_then_doctor_ptx_symbols(released_clone):
               "prove: fresh venv, pip install cuda_ext_example, smoke test"]  # fmt: skip
     for step in steps:
         assert f"<== {step}: ok" in log, step
-    assert "device code: NVRTC 12.9, sm_75" in log
+    assert "device code: NVRTC 12.0 + 12.9, sm_50" in log
     assert "local index: http://127.0.0.1:" in log
     assert "Successfully installed cuda_ext_example" in log
     assert log.count("SMOKE TEST PASSED") >= 2  # in the notebook and in the smoke test
@@ -73,10 +73,11 @@ def test_fresh_clone_release_then_doctor_ptx_symbols(released_clone):
     out = run.stdout + run.stderr
     assert "Traceback" not in out, out[-4000:]
     assert run.returncode == 0, out[-4000:]
-    assert "device code by NVRTC 12.9" in out  # doctor read the installed wheel's record
+    assert "device code by NVRTC 12.0 + 12.9" in out  # doctor read the installed wheel's record
     assert "[  ok] run on cpu: my_add and my_fast_add match torch" in out
     assert "verdict: ready" in out
-    assert "cubins from CUDA 12.9: sm_75 sm_80" in out  # make ptx
+    assert "cubins from CUDA 12.0: sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_89 sm_90" in out
+    assert "cubins from CUDA 12.9: sm_100 sm_103 sm_120 sm_121" in out  # make ptx
     assert "ld.global.nc.v4" in out
     assert "defined dynamic symbols (T): 1\n  T PyInit__C" in out  # make symbols
 

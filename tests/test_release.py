@@ -47,8 +47,9 @@ def compile_so(tmp: Path, source: str, extra: list[str] | None = None) -> Path:
 def test_good_wheel_passes_every_gate(good_wheel):
     passed = []
     release_gates.run_gates(good_wheel, log=lambda msg, **_: passed.append(msg))
-    everything = release_gates.all_gates(config.load(), Path("unused"))
-    assert passed == [f"  gate ok: {name}" for name, _ in everything]
+    everything = release_gates.all_gates(config.load(dev_spec=""), Path("unused"))
+    assert [m for m in passed if "gate ok" in m] == [f"  gate ok: {n}" for n, _ in everything]
+    assert len(everything) >= 20
 
 
 def test_refuses_too_new_glibc(good_wheel, tmp_path, cfg):
@@ -103,13 +104,15 @@ def test_refuses_version_specific_extension_name(good_wheel, tmp_path):
         release_gates.gate_abi3_tag(bad, config.load())
 
 
-def device_code_so(tmp: Path, sass: list[str], ptx: str | None) -> Path:
-    """A .so whose .nv_fatbin holds our kernels for other archs (NVRTC, as the build)."""
+def device_code_so(tmp: Path, targets: dict[str, str], compress: bool = False) -> Path:
+    """A .so whose .nv_fatbin holds our kernels for other targets ({"sm_90": "12.9"}),
+    from NVRTC as the build does, packed uncompressed unless `compress`."""
     from buildtools import device_code
 
     if CC is None:
         pytest.skip("needs a C compiler")
-    device_code.write_device_code(tmp / "dc", sass, ptx, "test")
+    code = device_code.write_device_code(tmp / "dc", targets, "test", compress=compress)
+    assert code.compilers == {t: f"NVRTC {c}" for t, c in targets.items()}
     so = tmp / "device_code.so"
     subprocess.run([CC, "-shared", tmp / "dc" / "device_code.S", "-o", so], check=True)
     return so
@@ -121,7 +124,7 @@ def extension_bytes(wheel: Path) -> bytes:
 
 
 def test_refuses_missing_sass_and_ptx(good_wheel, tmp_path, cfg):
-    so = device_code_so(tmp_path, ["80"], None)
+    so = device_code_so(tmp_path, {"sm_80": "12.0"})
     with pytest.raises(release_gates.GateFailure, match="missing SASS") as exc:
         release_gates.gate_device_code(repack(good_wheel, tmp_path, replace_so=so), cfg)
     assert "sm_90" in exc.value.reason and "PTX []" in exc.value.reason
@@ -150,10 +153,49 @@ def test_refuses_cubin_from_cuda_13(good_wheel, tmp_path, cfg):
          src, "-o", so],
         check=True,
     )  # fmt: skip
-    refused = r"cubins not from CUDA 12\.9: sm_90: 13\."
+    refused = r"cubins not from their declared CUDA: sm_90: 13\.\d \(declared sm_90: 12\.0\)"
     with pytest.raises(release_gates.GateFailure, match=refused) as exc:
         release_gates.gate_cuda12_device_code(repack(good_wheel, tmp_path, replace_so=so), cfg)
     assert ">= 525.60.13" in exc.value.reason
+
+
+def test_refuses_cubin_from_another_cuda_12(good_wheel, tmp_path, cfg):
+    # sm_90 is declared for NVRTC 12.0: the same kernels from NVRTC 12.9 are refused (and
+    # a 12.0 sm_120 could not exist: 12.0 does not know it). A real 12.9 cubin, compiled
+    # here, read back from the .so as the gate reads the wheel.
+    assert cfg.sass_cuda["90"] == "12.0" and cfg.sass_cuda["120"] == "12.9"
+    so = device_code_so(tmp_path, {"sm_90": "12.9", "sm_120": "12.9"})
+    with pytest.raises(release_gates.GateFailure, match=r"sm_90: 12\.9 \(declared sm_90: 12\.0\)"):
+        release_gates.gate_cuda12_device_code(repack(good_wheel, tmp_path, replace_so=so), cfg)
+    good = device_code_so(tmp_path / "good", {"sm_90": "12.0", "sm_120": "12.9"})
+    release_gates.gate_cuda12_device_code(
+        repack(good_wheel, tmp_path / "good", replace_so=good), cfg
+    )
+
+
+def test_refuses_compressed_fatbin(good_wheel, tmp_path, cfg):
+    # nvFatbin -compress=true -compress-all: each entry gets flag 0x2000 and its compressed
+    # size; a driver < 550.54.14 cannot load it. The gate reads the flag from the .so.
+    so = device_code_so(tmp_path, {"sm_90": "12.0"}, compress=True)
+    with pytest.raises(release_gates.GateFailure, match="compressed fatbin entries") as exc:
+        release_gates.gate_uncompressed_fatbin(repack(good_wheel, tmp_path, replace_so=so), cfg)
+    assert "sass sm_90" in exc.value.reason and "550.54.14" in exc.value.reason
+    release_gates.gate_uncompressed_fatbin(good_wheel, cfg)  # the real wheel passes
+
+
+def test_refuses_dev_build(good_wheel, tmp_path):
+    # make wheel ARCHS=90 writes dev_build: true into the record; the gate reads the wheel's.
+    import json
+
+    record = release_gates.build_record(good_wheel)
+    assert record["dev_build"] is False
+    record.update(dev_build=True, sass_archs=["sm_90"], ptx_arch=None)
+    name = "cuda_ext_example/_build_info.json"
+    bad = repack(good_wheel, tmp_path, add={name: json.dumps(record).encode()})
+    with pytest.raises(release_gates.GateFailure, match=r"dev build for sm_90 only") as exc:
+        release_gates.run_gates(bad, log=lambda *a, **k: None)  # the first gate stops it
+    assert exc.value.gate == "release-build"
+    assert "rebuild without ARCHS: make wheel" in str(exc.value)
 
 
 def test_refuses_shim_newer_than_target(good_wheel, tmp_path, cfg, torch_include):

@@ -95,12 +95,13 @@ def test_imports_only_stable_torch_shims_and_limited_python(extension):
 
 
 def test_device_code_matches_build_record(extension):
-    if binary_info.find_cuobjdump() is None:
-        pytest.skip("cuobjdump not available")
     code = binary_info.device_code(extension)
     assert code["sass"] == BUILD_INFO["sass_archs"]
     assert code["ptx"] == [BUILD_INFO["ptx_arch"].replace("compute_", "sm_")]
-    for arch in ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_103", "sm_120"):
+    # every arch torch's CUDA 12 builds run on (cu126 and cu128), and sm_89, sm_103, sm_121
+    for arch in ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"):
+        assert arch in code["sass"]
+    for arch in ("sm_100", "sm_103", "sm_120", "sm_121"):
         assert arch in code["sass"]
 
 
@@ -113,11 +114,16 @@ def test_build_record_matches_pyproject(wheel):
     tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["cuda_ext_example"]
     with zipfile.ZipFile(wheel) as zf:
         record = json.loads(zf.read("cuda_ext_example/_build_info.json"))
-    assert record["sass_archs"] == [f"sm_{a}" for a in tool["sass-archs"]]
+    declared = {f"sm_{a}": f"NVRTC {cuda}" for cuda, archs in tool["sass-archs"].items()
+                for a in archs}  # fmt: skip
+    declared[f"compute_{tool['ptx-arch']}"] = f"NVRTC {tool['device-cuda']}"
+    assert record["device_compilers"] == declared
+    assert sorted(record["sass_archs"]) == sorted(t for t in declared if t.startswith("sm_"))
     assert record["ptx_arch"] == f"compute_{tool['ptx-arch']}"
     assert record["torch_target"] == tool["torch-target"]
     assert record["glibc_floor"] == tool["glibc"]
-    assert record["device_compiler"] == f"NVRTC {tool['device-cuda']}"
+    assert record["device_compiler"] == "NVRTC 12.0 + 12.9"
+    assert record["dev_build"] is False
     assert record["min_driver"] == tool["min-driver"] == "525.60.13"
     assert record == BUILD_INFO  # the installed package is this wheel
 
@@ -139,11 +145,13 @@ def test_no_cuda_runtime_inside(extension):
 
 
 def test_device_code_from_cuda_12(extension):
-    if binary_info.find_cuobjdump() is None:
-        pytest.skip("cuobjdump not available")
+    # Each cubin from the CUDA the record names for it: sm_50..sm_90 from 12.0.
     toolkits = binary_info.cubin_toolkits(extension)
     assert sorted(toolkits) == sorted(BUILD_INFO["sass_archs"])
-    assert set(toolkits.values()) == {(12, 9)}, toolkits
+    for arch, version in toolkits.items():
+        assert BUILD_INFO["device_compilers"][arch] == "NVRTC {}.{}".format(*version)
+    assert toolkits["sm_70"] == toolkits["sm_90"] == (12, 0)
+    assert toolkits["sm_120"] == (12, 9)
     assert binary_info.ptx_isa_versions(extension) == {"sm_120": (8, 8)}
 
 
@@ -154,6 +162,7 @@ def test_fatbin_is_uncompressed(extension):
     assert fatbin is not None, "no .nv_fatbin section"
     assert fatbin.count(b"\x7fELF") == len(BUILD_INFO["sass_archs"])
     assert fatbin.count(b".version 8.8\n.target sm_120") == 1
+    assert binary_info.compressed_entries(extension) == []
 
 
 def test_driver_entry_points_are_the_launchers(extension):

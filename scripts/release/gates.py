@@ -34,6 +34,7 @@ def _package_module(name: str):
     path = ROOT / "src" / "cuda_ext_example" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"_cee_{name}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -201,24 +202,67 @@ def _arch_versions(found: dict[str, tuple[int, int]]) -> str:
 
 
 def gate_cuda12_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
-    """Device code no newer than the promised driver floor can run: every cubin from a
-    CUDA <device-cuda> compiler of the same major, PTX ISA <= <ptx-isa>."""
-    newest = binary_info.version_key(cfg.device_cuda)[:2]
+    """Device code no newer than the promised driver floor can run: every cubin from the
+    CUDA pyproject.toml declares for its arch (the oldest that knows it), PTX ISA <=
+    <ptx-isa>. The CUDA of a cubin is what `cuobjdump -elf` prints as toolkit=."""
+    declared = {f"sm_{a}": binary_info.version_key(c)[:2] for a, c in cfg.sass_cuda.items()}
     isa = binary_info.version_key(cfg.ptx_isa)[:2]
     with binary_info.extension_in(wheel) as so:
         toolkits = binary_info.cubin_toolkits(so)
         ptx = binary_info.ptx_isa_versions(so)
-    wrong = {a: v for a, v in toolkits.items() if v[0] != newest[0] or v > newest}
+    wrong = {a: v for a, v in toolkits.items() if v != declared.get(a)}
     too_new = {a: v for a, v in ptx.items() if v > isa}
     if wrong or too_new or not toolkits:
+        expected = ", ".join(f"{a}: {'.'.join(map(str, declared.get(a, ('?',))))}" for a in wrong)
         raise GateFailure(
             "cuda12-device-code",
-            f"{EXTENSION} needs a newer driver than it promises (CUDA {cfg.min_driver_cuda}, "
-            f">= {cfg.min_driver}): cubins not from CUDA {cfg.device_cuda}: "
-            f"{_arch_versions(wrong)}; PTX ISA newer than {cfg.ptx_isa}: {_arch_versions(too_new)}"
-            + ("" if toolkits else "; no cubin found"),
-            f"compile the device code with NVRTC {cfg.device_cuda} (buildtools/device_code.py, "
-            "requirements/build.in), never with a CUDA 13 nvcc or NVRTC",
+            f"{EXTENSION} is not the device code it declares for drivers >= {cfg.min_driver} "
+            f"(CUDA {cfg.min_driver_cuda}): cubins not from their declared CUDA: "
+            f"{_arch_versions(wrong)} (declared {expected or 'none'}); PTX ISA newer than "
+            f"{cfg.ptx_isa}: {_arch_versions(too_new)}" + ("" if toolkits else "; no cubin found"),
+            "compile each arch with the NVRTC pyproject.toml [tool.cuda_ext_example.sass-archs] "
+            "names (buildtools/device_code.py; NVRTC 12.0 from requirements/nvrtc-12.0.txt), "
+            "never with a CUDA 13 nvcc or NVRTC",
+        )
+
+
+def gate_uncompressed_fatbin(wheel: Path, cfg: config.BuildConfig) -> None:
+    """No compressed fatbin entry: drivers before 550.54.14 cannot load one, and the
+    wheel promises >= 525.60.13."""
+    with binary_info.extension_in(wheel) as so:
+        compressed = binary_info.compressed_entries(so)
+    if compressed:
+        raise GateFailure(
+            "uncompressed-fatbin",
+            f"{EXTENSION} carries compressed fatbin entries ({', '.join(compressed)}), which "
+            f"need driver >= 550.54.14; the wheel promises >= {cfg.min_driver}",
+            "pack the fatbin uncompressed (buildtools/device_code.py pack_fatbin, nvFatbin "
+            "-compress=false; with nvcc, no --compress-mode)",
+        )
+
+
+def build_record(wheel: Path) -> dict:
+    with zipfile.ZipFile(wheel) as zf:
+        names = [n for n in zf.namelist() if n.endswith("cuda_ext_example/_build_info.json")]
+        return json.loads(zf.read(names[0])) if names else {}
+
+
+def gate_release_build(wheel: Path) -> None:
+    """A dev build (make wheel ARCHS=90: a few SASS archs, no PTX) is for the author's
+    machine only: its record says so, and it never ships."""
+    record = build_record(wheel)
+    if not record:
+        raise GateFailure(
+            "release-build",
+            "the wheel has no build record (cuda_ext_example/_build_info.json)",
+            "build it with make wheel (setup.py writes the record)",
+        )
+    if record.get("dev_build"):
+        raise GateFailure(
+            "release-build",
+            f"this is a dev build for {' '.join(record.get('sass_archs', []))} only "
+            "(make wheel ARCHS=...), not the declared archs and PTX",
+            "rebuild without ARCHS: make wheel (or make release)",
         )
 
 
@@ -554,6 +598,7 @@ def all_gates(cfg: config.BuildConfig, torch_include: Path) -> list[tuple[str, C
         ("no bytecode", wheel_files.gate_no_bytecode),
         ("no build paths", wheel_files.gate_no_build_paths),
         ("license in the dist-info", wheel_files.gate_license_files),
+        ("release build (not a dev build)", gate_release_build),
         ("abi3 tag", lambda w: gate_abi3_tag(w, cfg)),
         ("abi3audit --strict", gate_abi3audit),
         ("twine check --strict", gate_twine_check),
@@ -569,6 +614,7 @@ def all_gates(cfg: config.BuildConfig, torch_include: Path) -> list[tuple[str, C
             f"device code runs on driver >= {cfg.min_driver}",
             lambda w: gate_cuda12_device_code(w, cfg),
         ),
+        ("fatbin uncompressed", lambda w: gate_uncompressed_fatbin(w, cfg)),
         (f"torch shims <= {cfg.torch_target}", lambda w: gate_torch_shims(w, cfg, torch_include)),
         (
             "build record matches the binary and pyproject.toml",
@@ -579,7 +625,7 @@ def all_gates(cfg: config.BuildConfig, torch_include: Path) -> list[tuple[str, C
 
 def run_gates(wheel: Path, log=print) -> None:
     """Runs every gate in order; the first failure raises GateFailure."""
-    cfg = config.load()
+    cfg = config.load(dev_spec="")  # what a release must carry, whatever $CEE_SASS_ARCHS says
     torch_include, _ = torch_paths()
     if not TORCH_ABI_AUDIT_RUNS:
         log("  gate skipped: torch-abi-audit (it needs Python >= 3.11; the torch shims gate "

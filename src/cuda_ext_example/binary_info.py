@@ -1,8 +1,11 @@
 """Facts about a built extension binary (.so, or the one inside a wheel).
 
 Shared by the wheel tests, the release gates and `python -m cuda_ext_example inspect`.
-ELF facts come from pyelftools (installed with auditwheel; `pip install pyelftools`);
-the device-code listing comes from NVIDIA's cuobjdump.
+ELF facts come from pyelftools (installed with auditwheel; `pip install pyelftools`).
+The device code is read from the embedded fatbin itself (fatbin_entries): cuobjdump 13.x
+stops with "Invalid ELF" at the sm_90 cubin of NVRTC 12.0 (nvdisasm reads it), so the
+listing, the CUDA of each cubin and the compression flags do not depend on it. SASS is
+disassembled by NVIDIA's nvdisasm, one cubin at a time.
 """
 
 from __future__ import annotations
@@ -11,13 +14,19 @@ import io
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import sysconfig
 import tempfile
 import zipfile
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+
+
+class ToolMissing(RuntimeError):
+    """A CUDA binary tool (cuobjdump, nvdisasm) is not installed."""
 
 
 def _elf(path: Path):
@@ -103,7 +112,7 @@ def newest_version(path: Path, prefix: str) -> str | None:
 
 
 def find_cuda_tool(name: str) -> str | None:
-    """A CUDA binary tool (cuobjdump, nvdisasm) on PATH, in the CUDA toolkit, or
+    """A CUDA binary tool (nvdisasm, cuobjdump) on PATH, in the CUDA toolkit, or
     from NVIDIA's PyPI wheels (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)."""
     candidates = [shutil.which(name)]
     for env in ("CUDA_HOME", "CUDA_PATH"):
@@ -116,59 +125,117 @@ def find_cuda_tool(name: str) -> str | None:
     return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
 
 
-def find_cuobjdump() -> str | None:
-    return find_cuda_tool("cuobjdump")
+# ------------------------------------------------------------------ the fatbin
+# Layout (as nvcc and nvFatbin write it; NVIDIA documents no struct, fatbinary_section.h
+# only the wrapper): a 16-byte header (magic, version, header size, size of the entries),
+# then entries, each a header followed by its payload (a cubin or PTX text).
+FATBIN_MAGIC = 0xBA55ED50
+FATBIN_HEADER = struct.Struct("<IHHQ")
+# kind, version, header size, payload size, compressed size, -, minor, major, arch
+ENTRY_HEADER = struct.Struct("<HHIQII HHI")
+ENTRY_FLAGS_OFFSET = 40  # uint64 after the name offset/length
+ENTRY_KINDS = {1: "ptx", 2: "sass"}
+# The entry flag of a compressed payload: set by nvFatbin -compress=true (and nvcc
+# --compress-mode), together with the compressed and decompressed sizes. Drivers before
+# 550.54.14 cannot load such an entry.
+FLAG_COMPRESSED = 0x2000
 
 
-def run_cuobjdump(flag: str, path: Path) -> str:
-    """cuobjdump's output; clear errors when it (or, for SASS, nvdisasm) is missing."""
-    tool = find_cuobjdump()
-    if tool is None:
-        raise RuntimeError(
-            "cuobjdump not found (looked on PATH, in $CUDA_HOME and /usr/local/cuda, and in "
-            "site-packages/nvidia/cu13): pip install nvidia-cuda-cuobjdump"
-        )
-    env = dict(os.environ)
-    nvdisasm = find_cuda_tool("nvdisasm")
-    if nvdisasm:  # cuobjdump --dump-sass runs nvdisasm
-        env["PATH"] = os.path.dirname(nvdisasm) + os.pathsep + env.get("PATH", "")
-    elif flag == "--dump-sass":
-        raise RuntimeError("SASS needs nvdisasm: pip install nvidia-cuda-nvdisasm")
-    result = subprocess.run([tool, flag, str(path)], capture_output=True, text=True, env=env)
-    if result.returncode != 0:
-        raise RuntimeError(f"cuobjdump {flag} failed: {result.stderr.strip()}")
-    return result.stdout
+@dataclass(frozen=True)
+class FatbinEntry:
+    kind: str  # "sass" or "ptx"
+    arch: str  # "sm_90"
+    flags: int
+    payload: bytes
+
+    @property
+    def compressed(self) -> bool:
+        return bool(self.flags & FLAG_COMPRESSED)
+
+    @property
+    def toolkit(self) -> tuple[int, int] | None:
+        """The CUDA of the compiler that made a cubin, what `cuobjdump -elf` prints as
+        toolkit=: ELF ABI 7 keeps it in e_version (120 for CUDA 12.0); ABI 8 (sm_100 and
+        newer) sets e_version 1 and names the release in its .note.nv.tkinfo note."""
+        if self.kind != "sass" or self.compressed or self.payload[:4] != b"\x7fELF":
+            return None
+        (version,) = struct.unpack_from("<I", self.payload, 20)
+        if version >= 10:
+            return divmod(version, 10)
+        note = re.search(rb"Cuda compilation tools, release (\d+)\.(\d+)", self.payload)
+        return (int(note.group(1)), int(note.group(2))) if note else None
+
+    @property
+    def ptx_isa(self) -> tuple[int, int] | None:
+        if self.kind != "ptx" or self.compressed:
+            return None
+        found = re.search(rb"^\.version (\d+)\.(\d+)", self.payload, re.M)
+        return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def fatbin_entries(data: bytes) -> list[FatbinEntry]:
+    """Every entry of every fatbin in `data` (a .nv_fatbin section or a .fatbin file)."""
+    entries, offset = [], 0
+    while offset + FATBIN_HEADER.size <= len(data):
+        magic, _, header_size, size = FATBIN_HEADER.unpack_from(data, offset)
+        if magic != FATBIN_MAGIC:
+            raise RuntimeError(f"no fatbin at byte {offset} (magic {magic:#x})")
+        entry, end = offset + header_size, offset + header_size + size
+        while entry < end:
+            kind, _, ehs, esize, _, _, _, _, arch = ENTRY_HEADER.unpack_from(data, entry)
+            (flags,) = struct.unpack_from("<Q", data, entry + ENTRY_FLAGS_OFFSET)
+            payload = data[entry + ehs : entry + ehs + esize]
+            entries.append(
+                FatbinEntry(ENTRY_KINDS.get(kind, str(kind)), f"sm_{arch}", flags, payload)
+            )
+            entry += ehs + esize
+        offset = (end + 7) // 8 * 8  # fatbins in one section are 8-byte aligned
+    return entries
+
+
+def embedded_fatbin(path: Path) -> list[FatbinEntry]:
+    data = section_data(path, ".nv_fatbin")
+    if data is None:
+        raise RuntimeError(f"{Path(path).name} has no .nv_fatbin section (no device code)")
+    return fatbin_entries(data)
 
 
 def device_code(path: Path) -> dict[str, list[str]]:
     """{'sass': ['sm_75', ...], 'ptx': ['sm_120', ...]} embedded in the binary's fatbin."""
-    result = {}
-    for kind, flag in (("sass", "--list-elf"), ("ptx", "--list-ptx")):
-        found = re.findall(r"\.(sm_\d+a?f?)\.(?:cubin|ptx)", run_cuobjdump(flag, path))
-        result[kind] = sorted(set(found), key=version_key)
-    return result
-
-
-def _toolkit_version(text: str) -> tuple[int, int]:
-    """cuobjdump's toolkit field: '129' (ELF ABI 7) or '12.9' (ABI 8) -> (12, 9)."""
-    if "." in text:
-        major, minor = text.split(".", 1)
-        return int(major), int(minor)
-    return int(text[:-1]), int(text[-1])
+    entries = embedded_fatbin(path)
+    return {
+        kind: sorted({e.arch for e in entries if e.kind == kind}, key=version_key)
+        for kind in ("sass", "ptx")
+    }
 
 
 def cubin_toolkits(path: Path) -> dict[str, tuple[int, int]]:
-    """{'sm_90': (12, 9), ...}: the CUDA version of the compiler that made each cubin."""
-    listing = run_cuobjdump("-elf", path)
-    found = re.findall(r"\bsm=(\d+a?f?), toolkit=([\d.]+)", listing)
-    return {f"sm_{arch}": _toolkit_version(version) for arch, version in found}
+    """{'sm_90': (12, 0), ...}: the CUDA version of the compiler that made each cubin."""
+    return {e.arch: e.toolkit for e in embedded_fatbin(path) if e.toolkit}
 
 
 def ptx_isa_versions(path: Path) -> dict[str, tuple[int, int]]:
     """{'sm_120': (8, 8)}: the PTX ISA version (`.version`) of each embedded PTX."""
-    listing = run_cuobjdump("-ptx", path)
-    found = re.findall(r"^\.version (\d+)\.(\d+)\s*\n\.target (sm_\d+a?f?)", listing, re.M)
-    return {target: (int(major), int(minor)) for major, minor, target in found}
+    return {e.arch: e.ptx_isa for e in embedded_fatbin(path) if e.ptx_isa}
+
+
+def compressed_entries(path: Path) -> list[str]:
+    """'sass sm_90', 'ptx sm_120', ... for every compressed entry (none may be: < 550)."""
+    return [f"{e.kind} {e.arch}" for e in embedded_fatbin(path) if e.compressed]
+
+
+def disassemble(entry: FatbinEntry) -> str:
+    """nvdisasm's SASS listing of one cubin."""
+    tool = find_cuda_tool("nvdisasm")
+    if tool is None:
+        raise ToolMissing("SASS needs nvdisasm: pip install nvidia-cuda-nvdisasm")
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / f"{entry.arch}.cubin"
+        cubin.write_bytes(entry.payload)
+        result = subprocess.run([tool, str(cubin)], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"nvdisasm {entry.arch} failed: {result.stderr.strip()}")
+    return result.stdout
 
 
 @contextmanager

@@ -92,9 +92,11 @@ def judge_gpu(
     return Finding(
         FAIL,
         label,
-        f"no code for sm_{cc}: the wheel has SASS {', '.join(sass)} and PTX {ptx}. "
-        f'Build from source for this GPU: add "{cc}" to sass-archs in pyproject.toml '
-        "(if the build's NVRTC supports it) and `make wheel`",
+        f"NOT COVERED: this wheel has no code for sm_{cc}, so my_add and my_fast_add cannot "
+        f"run on this GPU (the CPU kernels still do). The wheel has SASS {', '.join(sass)} "
+        f"and PTX {ptx or 'none'}. CUDA 12 compiles for sm_50 and newer: for a GPU it knows, "
+        f'build from source with "{cc}" under its CUDA in pyproject.toml '
+        "[tool.cuda_ext_example.sass-archs] and `make wheel`",
     )
 
 
@@ -273,6 +275,15 @@ def built_from(record: dict) -> str:
     return f"built from commit {commit} (commit time {when})"
 
 
+def compilers_line(record: dict) -> str:
+    """'compiled by: NVRTC 12.0: sm_50 ... sm_90; NVRTC 12.9: sm_100 ... compute_120'."""
+    by_compiler: dict[str, list[str]] = {}
+    for target, compiler in record.get("device_compilers", {}).items():
+        by_compiler.setdefault(compiler, []).append(target)
+    parts = [f"{compiler}: {' '.join(targets)}" for compiler, targets in by_compiler.items()]
+    return "compiled by: " + ("; ".join(parts) or "unknown (an older build record)")
+
+
 def main() -> int:
     import cuda_ext_example
 
@@ -281,10 +292,12 @@ def main() -> int:
     if record:
         print(
             f"wheel: {record.get('version')} {built_from(record)}"
-            f", device code by {record.get('device_compiler')}\n"
+            f", device code by {record.get('device_compiler')}"
+            f"{' (DEV BUILD: not for release)' if record.get('dev_build') else ''}\n"
             f"       SASS {' '.join(record.get('sass_archs', []))}, PTX {record.get('ptx_arch')}, "
             f"torch stable ABI {record.get('torch_target')}, glibc >= {record.get('glibc_floor')}, "
-            f"driver >= {record.get('min_driver')} (CUDA {record.get('min_driver_cuda')})"
+            f"driver >= {record.get('min_driver')} (CUDA {record.get('min_driver_cuda')})\n"
+            f"       {compilers_line(record)}"
         )
     else:
         print(f"wheel: no build record next to {Path(__file__).parent}")

@@ -1,9 +1,10 @@
 """python -m cuda_ext_example inspect PATH [--ptx] [--sass] [--symbols]
 
 What a built binary (a wheel, or the extension .so itself) really contains:
-device code per architecture and the CUDA version that compiled it, the
-vectorized loads in PTX/SASS, dynamic symbols, DT_NEEDED, newest GLIBC/GLIBCXX
-versions, and the torch shim symbols with the oldest torch that provides each.
+device code per architecture and the CUDA version that compiled each cubin (read from
+the embedded fatbin), whether any entry is compressed, the vectorized loads in PTX/SASS
+(SASS through nvdisasm), dynamic symbols, DT_NEEDED, newest GLIBC/GLIBCXX versions, and
+the torch shim symbols with the oldest torch that provides each.
 """
 
 from __future__ import annotations
@@ -47,12 +48,12 @@ def demangle(names: list[str]) -> list[str]:
 
 
 def loads_per_kernel(listing: str, pattern: re.Pattern) -> dict[str, int]:
-    """Counts the loads `pattern` matches per kernel in a cuobjdump --dump-ptx/--dump-sass
-    listing."""
+    """Counts the loads `pattern` matches per kernel in a PTX or nvdisasm listing."""
     counts: dict[str, int] = {}
     kernel = None
     for line in listing.splitlines():
-        entry = re.search(r"(?:\.entry|Function :)\s*(\w+)", line)
+        # PTX ".entry name", nvdisasm ".section .text.name"
+        entry = re.search(r"(?:\.entry|\.section\s+\.text\.)\s*(\w+)", line)
         if entry:
             kernel = entry.group(1)
             counts.setdefault(kernel, 0)
@@ -77,11 +78,37 @@ def report_device_code(so: Path, out) -> None:
         print(f"             cubins from CUDA {major}.{minor}: {' '.join(archs)}", file=out)
     for target, (major, minor) in binary_info.ptx_isa_versions(so).items():
         print(f"             PTX ISA {major}.{minor} ({target})", file=out)
+    compressed = binary_info.compressed_entries(so)
+    print(
+        f"             compressed entries: {', '.join(compressed) or 'none'}"
+        + (" (need driver >= 550)" if compressed else ""),
+        file=out,
+    )
+
+
+def _listing(so: Path, dump: str) -> str:
+    """All PTX (from the fatbin) or all SASS (nvdisasm per cubin), one after the other.
+    nvdisasm 13 refuses the archs CUDA 13 dropped (sm_50 .. sm_70): those are named, not
+    disassembled."""
+    entries = [e for e in binary_info.embedded_fatbin(so) if e.kind == dump]
+    if dump == "ptx":
+        return "\n".join(e.payload.decode(errors="replace") for e in entries)
+    parts, skipped = [], []
+    for entry in entries:
+        try:
+            parts.append(f"// {entry.arch}\n{binary_info.disassemble(entry)}")
+        except binary_info.ToolMissing:
+            raise
+        except RuntimeError as exc:
+            skipped.append(f"// {entry.arch}: not disassembled: {str(exc).splitlines()[0]}")
+    if not parts:
+        raise RuntimeError("nvdisasm read none of the cubins:\n" + "\n".join(skipped))
+    return "\n".join(parts + skipped)
 
 
 def report_loads(so: Path, out, dump: str) -> None:
     try:
-        listing = binary_info.run_cuobjdump(f"--dump-{dump}", so)
+        listing = _listing(so, dump)
     except RuntimeError as exc:
         print(f"{dump}: unavailable: {exc}", file=out)
         return

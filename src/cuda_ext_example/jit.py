@@ -89,8 +89,11 @@ def write_device_image(device_code, lib: Path, includes: list[Path], out: Path) 
     nvrtc = device_code.Nvrtc(lib)
     major, minor = torch.cuda.get_device_capability()
     target = f"sm_{major}{minor}"
-    images, lowered = device_code.compile_kernels([target], nvrtc, includes)
-    compiler = "NVRTC {}.{}".format(*nvrtc.version())
+    version = "{}.{}".format(*nvrtc.version())
+    compiler = f"NVRTC {version}"
+    images, lowered = device_code.compile_kernels(
+        {target: device_code.Compiler(version, nvrtc, tuple(includes))}
+    )
     code = device_code.DeviceCode(images[target], lowered, compiler, [target])
     out.mkdir(parents=True, exist_ok=True)
     (out / "device_code.h").write_text(

@@ -1,0 +1,120 @@
+"""A failed build says what failed, last: the compiler's error with its file and line, then
+one line naming the build step, and no Python traceback (buildtools/build_ext.py's
+build_step). After that come only the frontend's own closing lines (`python -m build`:
+a TIP and "ERROR Backend subprocess exited ...")."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.release  # builds with the dev tools (build, zig, NVRTC)
+# The build's inputs: a copy of these is a buildable tree.
+TREE = ("csrc", "buildtools", "src", "requirements", "setup.py", "pyproject.toml", "README.md",
+        "LICENSE", "MANIFEST.in")  # fmt: skip
+FRONTEND_TRAILER = ("TIP ", "ERROR Backend subprocess exited")
+
+
+def backend_tail(stderr: str, lines: int) -> list[str]:
+    """The last `lines` lines the build backend wrote, without the frontend's trailer."""
+    out = [line for line in stderr.rstrip().splitlines() if line.strip()]
+    while out and out[-1].startswith(FRONTEND_TRAILER):
+        out.pop()
+    return out[-lines:]
+
+
+def test_broken_kernel_ends_with_nvrtc_error_and_the_step(tmp_path):
+    for name in TREE:
+        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy
+        copy(ROOT / name, tmp_path / name)
+    kernel = tmp_path / "csrc" / "add_kernels.cu"
+    text = kernel.read_text()
+    line = text[: text.index("namespace cee {")].count("\n") + 2  # the line after it
+    kernel.write_text(text.replace("namespace cee {", "namespace cee {\nthis_is_not_cuda;", 1))
+    run = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", "dist", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        # One NVRTC 12.9 target: the failure comes before any other work.
+        env={**os.environ, "CEE_SASS_ARCHS": "120"},
+    )
+    assert run.returncode != 0
+    assert "Traceback" not in run.stderr, run.stderr
+    tail = backend_tail(run.stderr, 4)
+    step = "error: building cuda_ext_example failed at: device code (NVRTC: csrc/add_kernels.cu)"
+    assert tail[-1] == step
+    assert re.fullmatch(
+        r'\d+ errors? detected in the compilation of "csrc/add_kernels.cu"\.', tail[-2]
+    )
+    assert f"csrc/add_kernels.cu({line}): error:" in run.stderr
+    assert "NVRTC 12.9, sm_120: NVRTC compile for sm_120: NVRTC_ERROR_COMPILATION" in run.stderr
+
+
+def test_broken_host_code_ends_with_zig_error_and_the_step(tmp_path):
+    # The host step as build_ext runs it, on one small file (a whole host build from a
+    # fresh copy takes zig minutes): zig's "file:line:col: error" last, then the step.
+    broken = tmp_path / "broken.cpp"
+    broken.write_text("int ok = 1;\nint broken = undefined_name;\n")
+    code = textwrap.dedent(
+        f"""
+        from buildtools import build_ext, config
+        cmd = [*build_ext.zig_cxx(config.load(), {str(tmp_path)!r}), "-c", {str(broken)!r},
+               "-o", {str(tmp_path / "broken.o")!r}]
+        build_ext.build_step("host code and link (zig c++)", build_ext._run, cmd)
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr, run.stderr
+    tail = run.stderr.rstrip().splitlines()
+    assert tail[-1] == "error: building cuda_ext_example failed at: host code and link (zig c++)"
+    assert f"{broken}:2:14: error: use of undeclared identifier 'undefined_name'" in run.stderr
+    assert tail[-2] == "1 error generated."  # zig's (clang's) last line, right above
+
+
+@pytest.mark.parametrize("spec", ["", "90 120", "90@12.9"])
+def test_dev_build_archs(spec):
+    from buildtools import config
+
+    cfg = config.load(dev_spec=spec)
+    if not spec:
+        assert not cfg.dev_build and cfg.ptx_arch == "120" and "50" in cfg.sass_archs
+        return
+    assert cfg.dev_build and cfg.ptx_arch is None
+    assert cfg.sass_cuda == ({"90": "12.0", "120": "12.9"} if " " in spec else {"90": "12.9"})
+    assert cfg.arch_summary.endswith("; PTX none; dev build")
+
+
+def test_dev_build_of_an_undeclared_arch_names_the_fix():
+    from buildtools import config
+
+    with pytest.raises(config.ConfigError, match=r'sm_87 is not declared .* "87@12.9"'):
+        config.load(dev_spec="87")
+
+
+def test_kernels_compile_with_both_nvrtcs():
+    # The same source through NVRTC 12.0 (with CUDA 12.0's headers) and 12.9, for sm_70 and
+    # sm_90; on sm_70 the bf16 add rounds through float in software (cuda_bf16.hpp's
+    # __float2bfloat16_rn below sm_80, as torch's own sm_70 kernels do), from sm_80 on with
+    # the cvt.rn.bf16.f32 instruction.
+    from buildtools import device_code
+
+    targets = ("compute_70", "compute_80", "sm_70", "sm_90")
+    for cuda in ("12.0", "12.9"):
+        compilers = {t: device_code.compiler_for(cuda) for t in targets}
+        images, lowered = device_code.compile_kernels(compilers)
+        assert images["sm_70"][:4] == images["sm_90"][:4] == b"\x7fELF"
+        assert "cee::add_simple_kernel<__nv_bfloat16>" in lowered
+        assert b"cvt.rn.bf16.f32" not in images["compute_70"], cuda
+        assert b"cvt.rn.bf16.f32" in images["compute_80"], cuda

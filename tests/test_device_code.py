@@ -1,0 +1,65 @@
+"""The device-code build itself (buildtools/device_code.py): same source, same bytes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.release  # needs the build's NVRTCs
+
+COMPILE = """
+import hashlib, sys
+from buildtools import device_code
+images, _ = device_code.compile_kernels({"sm_90": device_code.compiler_for(sys.argv[1])})
+print(hashlib.sha256(images["sm_90"]).hexdigest())
+"""
+
+
+@pytest.mark.parametrize("cuda", ["12.0", "12.9"])
+def test_same_source_same_cubin_in_two_processes(cuda):
+    # NVRTC 12.0 names nv/target's internal variables after a module id that holds the
+    # process id unless the file has an external function (add_kernels.cu says so):
+    # two processes, two process ids, one cubin.
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", COMPILE, cuda], cwd=ROOT, capture_output=True, text=True,
+            check=True,
+        ).stdout.strip()
+        for _ in range(2)
+    }  # fmt: skip
+    assert len(digests) == 1, digests
+
+
+def test_the_anchor_is_what_makes_it_reproducible():
+    # Without the external function, NVRTC 12.0's names carry the process id (the check
+    # above can fail).
+    import re
+
+    from buildtools import device_code
+
+    source = device_code.KERNEL_SOURCE.read_text()
+    assert 'extern "C" __device__ void cee_reproducible_module_id() {}' in source
+    plain = 'extern "C" __global__ void k(float *x) { x[threadIdx.x] += 1; }\n'
+    nvrtc = device_code.compiler_for("12.0").nvrtc
+    ptx, _ = nvrtc.compile(
+        plain.replace('extern "C" ', "template <int> "), "t.cu", [], [], "compute_90"
+    )
+    assert re.search(rb"_INTERNAL_00000000_\d+_t_cu_[0-9a-f]{8}_\d+", ptx)  # hash _ pid
+
+
+def test_nvrtc_12_0_leaves_the_locale_alone():
+    # NVRTC 12.0 switches the calling thread's locale (uselocale) and keeps it: without
+    # the restore, Python decoded later subprocess output as ASCII (tests failed after it).
+    import locale
+
+    from buildtools import device_code
+
+    before = locale.getpreferredencoding(False)
+    device_code.compiler_for("12.0").nvrtc.compile(
+        "__global__ void k() {}", "k.cu", [], [], "sm_90"
+    )
+    assert locale.getpreferredencoding(False) == before
