@@ -49,6 +49,7 @@ def locked(lock: Path) -> dict[tuple[str, str], tuple[str, set[str]]]:
     return entries
 
 
+@pytest.mark.release  # git, the dev tools, PyPI
 def test_no_tracked_file_names_this_machines_package_sources():
     named = [p for p in configured_paths() if len(p) > 4]
     assert "/dev/null" not in named
@@ -61,6 +62,7 @@ def test_no_tracked_file_names_this_machines_package_sources():
     assert not offenders, offenders
 
 
+@pytest.mark.release  # git, the dev tools, PyPI
 def test_every_requirements_file_a_tracked_file_names_exists():
     names = set()
     for path in tracked_text_files():
@@ -83,6 +85,7 @@ def test_lock_is_hashed_and_names_no_index(lock):
     assert not any("+" in version for _, version in entries)  # no local builds
 
 
+@pytest.mark.release  # git, the dev tools, PyPI
 def test_dev_lock_pins_pypis_torch_for_both_cpus():
     ((version, (marker, hashes)),) = [
         (v, entry) for (n, v), entry in locked(ROOT / "requirements" / "dev.lock").items()
@@ -285,6 +288,7 @@ def test_setup_script_parses_on_old_pythons():
         ast.parse("if (x := 1): pass", feature_version=(3, 6))
 
 
+@pytest.mark.release  # git, the dev tools, PyPI
 def test_make_format_formats_everything_then_reports_what_it_could_not_fix(tmp_path):
     repo = clone_with_tools(tmp_path)
     (repo / "src" / "cuda_ext_example" / "messy.py").write_text(
