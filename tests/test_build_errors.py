@@ -83,7 +83,7 @@ def test_broken_host_code_ends_with_zig_error_and_the_step(tmp_path):
     assert tail[-2] == "1 error generated."  # zig's (clang's) last line, right above
 
 
-@pytest.mark.parametrize("spec", ["", "90 120", "90@12.9"])
+@pytest.mark.parametrize("spec", ["", "80 120", "80@12.9"])
 def test_dev_build_archs(spec):
     from buildtools import config
 
@@ -92,7 +92,7 @@ def test_dev_build_archs(spec):
         assert not cfg.dev_build and cfg.ptx_arch == "120" and "50" in cfg.sass_archs
         return
     assert cfg.dev_build and cfg.ptx_arch is None
-    assert cfg.sass_cuda == ({"90": "12.0", "120": "12.9"} if " " in spec else {"90": "12.9"})
+    assert cfg.sass_cuda == ({"80": "12.0", "120": "12.9"} if " " in spec else {"80": "12.9"})
     assert cfg.arch_summary.endswith("; PTX none; dev build")
 
 

@@ -93,7 +93,7 @@ def test_ptx_shows_vectorized_loads(wheel):
 def test_sass_shows_ldg_e_128(wheel):
     needs("nvdisasm")
     text = run_inspect(wheel, "--sass")
-    # nvdisasm 13 refuses sm_50..sm_70 (dropped by CUDA 13); it reads NVRTC 12.0's sm_90.
+    # nvdisasm 13 refuses sm_50..sm_70 (dropped by CUDA 13).
     skipped = re.findall(r"^// (sm_\d+): not disassembled", text, re.M)
     assert set(skipped) <= {"sm_50", "sm_60", "sm_70"}, skipped
     assert "// sm_90\n" in text and "// sm_75\n" in text

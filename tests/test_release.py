@@ -160,14 +160,14 @@ def test_refuses_cubin_from_cuda_13(good_wheel, tmp_path, cfg):
 
 
 def test_refuses_cubin_from_another_cuda_12(good_wheel, tmp_path, cfg):
-    # sm_90 is declared for NVRTC 12.0: the same kernels from NVRTC 12.9 are refused (and
+    # sm_80 is declared for NVRTC 12.0: the same kernels from NVRTC 12.9 are refused (and
     # a 12.0 sm_120 could not exist: 12.0 does not know it). A real 12.9 cubin, compiled
     # here, read back from the .so as the gate reads the wheel.
-    assert cfg.sass_cuda["90"] == "12.0" and cfg.sass_cuda["120"] == "12.9"
-    so = device_code_so(tmp_path, {"sm_90": "12.9", "sm_120": "12.9"})
-    with pytest.raises(release_gates.GateFailure, match=r"sm_90: 12\.9 \(declared sm_90: 12\.0\)"):
+    assert cfg.sass_cuda["80"] == "12.0" and cfg.sass_cuda["120"] == "12.9"
+    so = device_code_so(tmp_path, {"sm_80": "12.9", "sm_120": "12.9"})
+    with pytest.raises(release_gates.GateFailure, match=r"sm_80: 12\.9 \(declared sm_80: 12\.0\)"):
         release_gates.gate_cuda12_device_code(repack(good_wheel, tmp_path, replace_so=so), cfg)
-    good = device_code_so(tmp_path / "good", {"sm_90": "12.0", "sm_120": "12.9"})
+    good = device_code_so(tmp_path / "good", {"sm_80": "12.0", "sm_120": "12.9"})
     release_gates.gate_cuda12_device_code(
         repack(good_wheel, tmp_path / "good", replace_so=good), cfg
     )
