@@ -173,7 +173,14 @@ RECORD_LIES = {
     "ptx_arch": (lambda r: "compute_90", "ptx_arch compute_90 but the fatbin has PTX ['sm_120']"),
     "min_driver": (lambda r: "470.57.02", "min_driver 470.57.02 but cubins from CUDA 12 need"),
     "min_driver_cuda": (lambda r: "11.4", "min_driver_cuda 11.4 but the cubins are CUDA 12's"),
-    "device_cuda": (lambda r: "12.4", "device_cuda 12.4 but the cubins are from CUDA ['12.9']"),
+    "device_cuda": (
+        lambda r: "12.4",
+        "device_cuda 12.4 but the cubins are from CUDA ['12.0', '12.9']",
+    ),
+    "device_compilers": (
+        lambda r: {**r["device_compilers"], "sm_80": "NVRTC 12.9"},
+        "device_compilers disagree with the cubins (sm_80: CUDA 12.0, recorded NVRTC 12.9)",
+    ),
     "glibc_floor": (None, "but the binary needs GLIBC_"),
     "dtypes": (lambda r: r["dtypes"][:-1], "but the binary has kernels for"),
 }

@@ -505,14 +505,23 @@ def record_vs_binary(record: dict, so: Path, torch_include: Path) -> list[str]:
 
 def _driver_floor_vs_binary(record: dict, so: Path) -> list[str]:
     """The record's driver floor against the CUDA that made the cubins."""
-    toolkits = sorted(set(binary_info.cubin_toolkits(so).values()))
-    claimed = binary_info.version_key(str(record.get("device_cuda")))[:2]
+    by_arch = binary_info.cubin_toolkits(so)
+    toolkits = sorted(set(by_arch.values()))
+    newest = binary_info.version_key(str(record.get("device_cuda")))[:2]
     problems = []
-    if toolkits != [claimed]:
+    if toolkits and toolkits[-1] > newest:  # device_cuda: the newest CUDA of the device code
         shown = [f"{v[0]}.{v[1]}" for v in toolkits]
         problems.append(
             f"device_cuda {record.get('device_cuda')} but the cubins are from CUDA {shown}"
         )
+    named = record.get("device_compilers") or {}
+    wrong = [
+        f"{arch}: CUDA {v[0]}.{v[1]}, recorded {named.get(arch)}"
+        for arch, v in sorted(by_arch.items())
+        if named.get(arch) != f"NVRTC {v[0]}.{v[1]}"
+    ]
+    if wrong:
+        problems.append("device_compilers disagree with the cubins (" + "; ".join(wrong) + ")")
     for major in sorted({v[0] for v in toolkits}):
         needs = DRIVER_OF_CUDA_MAJOR.get(major)
         floor = binary_info.version_key(str(record.get("min_driver")))
