@@ -52,8 +52,8 @@ lock:
 	$(UV_COMPILE) -o requirements/dev.lock requirements/dev.in
 
 # ---------------------------------------------------------------- build and ship
-# bdist_wheel through `build`, rebuilt when a source changes; no isolation, so the
-# pinned venv is the build environment.
+# bdist_wheel through `build` (buildtools/build_wheel.py), rebuilt when a source changes; no
+# isolation, so the pinned venv is the build environment; a failure ends with its cause.
 # ARCHS="90" (or "90 120", "90@12.9" for another CUDA's NVRTC): a dev build with SASS for
 # those archs only, no PTX; the build record says so and the release gates refuse it.
 ARCHS ?=
@@ -64,8 +64,7 @@ wheel: $(BUILT)
 $(BUILT): $(STAMP) $(WHEEL_SOURCES)
 	# setuptools' staging folders keep files the sources no longer have: start clean.
 	rm -rf $(DIST) build/lib.* build/bdist.*
-	CEE_TARGET_ARCH=$(ARCH) CEE_SASS_ARCHS="$(ARCHS)" \
-		$(PY) -m build --wheel --no-isolation --outdir $(DIST) .
+	CEE_TARGET_ARCH=$(ARCH) CEE_SASS_ARCHS="$(ARCHS)" $(PY) -m buildtools.build_wheel $(DIST)
 	touch $@
 
 # auditwheel show, then repair to manylinux2014 without grafting torch or CUDA
