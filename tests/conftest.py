@@ -74,3 +74,18 @@ def op(request):
 @pytest.fixture(params=DEVICES)
 def device(request):
     return request.param
+
+
+@pytest.fixture(scope="session")
+def cfg():
+    """The build targets of pyproject.toml, as a release must carry them."""
+    from buildtools import config
+
+    return config.load(dev_spec="")
+
+
+@pytest.fixture(scope="session")
+def torch_include():
+    from buildtools.toolchain import torch_paths
+
+    return torch_paths()[0]

@@ -21,7 +21,6 @@ from wheel_surgery import (
     run_gates_until_refused,
 )
 
-from buildtools import config
 from buildtools.toolchain import torch_paths
 from scripts.release import gates as release_gates
 from scripts.release import wheel_files
@@ -30,16 +29,6 @@ ROOT = Path(__file__).resolve().parent.parent
 CC = shutil.which("cc") or shutil.which("gcc")
 
 pytestmark = pytest.mark.release
-
-
-@pytest.fixture(scope="module")
-def cfg():
-    return config.load()
-
-
-@pytest.fixture(scope="module")
-def torch_include():
-    return torch_paths()[0]
 
 
 def dist_info(wheel: Path) -> str:

@@ -22,18 +22,6 @@ pytestmark = pytest.mark.release
 CC = shutil.which("cc") or shutil.which("gcc")
 
 
-@pytest.fixture(scope="module")
-def cfg():
-    return config.load()
-
-
-@pytest.fixture(scope="module")
-def torch_include():
-    from buildtools.toolchain import torch_paths
-
-    return torch_paths()[0]
-
-
 def compile_so(tmp: Path, source: str, extra: list[str] | None = None) -> Path:
     if CC is None:
         pytest.skip("needs a C compiler")
