@@ -162,8 +162,8 @@ profile:
 # (bench/results holds the committed run).
 bench:
 	$(RUN_PY) -m scripts.bench --out $(RESULTS) $(BENCH_ARGS)
-# sm_90 SASS from NVRTC 12.0 (what the release ships) against the same kernels from NVRTC
-# 12.9: two dev wheels that differ only in the compiler, built here (bench-wheels), then
+# sm_90 SASS from NVRTC 12.0 (what issue 16 would ship) against the same kernels from NVRTC
+# 12.9 (what the release ships today): two dev wheels that differ only in the compiler, built here (bench-wheels), then
 # compared on a GPU machine (compare-nvrtc): my_fast_add vs torch.add at 2^24..2^28,
 # float32 and bfloat16, alternating fresh processes.
 BENCH_WHEELS := build/bench-wheels

@@ -120,13 +120,12 @@ def build_time(dirty: bool) -> int:
 def declared_record(cfg: config.BuildConfig) -> dict:
     """The record's fields that pyproject.toml and csrc/kernel_table.h decide: what a
     wheel's record must say (the release gates compare it with these)."""
-    compilers = {target: f"NVRTC {cfg.cuda_of(target)}" for target in cfg.targets}
-    cudas = sorted(set(map(cfg.cuda_of, cfg.targets)), key=lambda v: tuple(map(int, v.split("."))))
+    compiler, compilers = device_code.compiler_names(device_code.targets_of(cfg))
     return {
         # make wheel ARCHS=...: a few SASS archs for the author's loop; the gates refuse it.
         "dev_build": cfg.dev_build,
         "dtypes": [dtype.name for dtype in device_code.kernel_table()[1]],
-        "device_compiler": "NVRTC " + " + ".join(cudas),
+        "device_compiler": compiler,
         # Which NVRTC made each target: {"sm_90": "NVRTC 12.0", "compute_120": "NVRTC 12.9"}.
         "device_compilers": compilers,
         "device_cuda": cfg.device_cuda,

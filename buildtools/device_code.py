@@ -341,18 +341,17 @@ def compile_device_code(targets: dict[str, str], compress: bool = False) -> Devi
     images, lowered = compile_kernels(compilers)
     cubins = {t[3:]: code for t, code in images.items() if t.startswith("sm_")}
     ptx = {t[8:]: code for t, code in images.items() if t.startswith("compute_")}
-    used = dict.fromkeys(c.cuda for c in compilers.values())
+    compiler, per_target = compiler_names(targets)
     return DeviceCode(
-        pack_fatbin(cubins, ptx, compress),
-        lowered,
-        "NVRTC " + " + ".join(sorted(used, key=_version_key)),
-        list(targets),
-        {target: f"NVRTC {cuda}" for target, cuda in targets.items()},
+        pack_fatbin(cubins, ptx, compress), lowered, compiler, list(targets), per_target
     )
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in version.split("."))
+def compiler_names(targets: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """{target: CUDA} -> ("NVRTC 12.0 + 12.9", {"sm_80": "NVRTC 12.0", ...}): how the build
+    record names the compilers (those that ran, and those pyproject.toml declares)."""
+    cudas = sorted(set(targets.values()), key=lambda v: tuple(int(x) for x in v.split(".")))
+    return "NVRTC " + " + ".join(cudas), {t: f"NVRTC {cuda}" for t, cuda in targets.items()}
 
 
 def targets_of(cfg: config.BuildConfig) -> dict[str, str]:

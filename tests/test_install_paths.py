@@ -17,6 +17,7 @@ from buildtools.platform_check import WHEELS, unsupported_reason
 from scripts.release import pipeline
 from scripts.release.artifacts import served_files
 from scripts.release.local_index import local_index
+from tests.clones import pip_config
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.release
@@ -56,10 +57,7 @@ def local_torch_wheels() -> list[str]:
     """A speed-up, never a need: a local folder that pip's configuration takes wheels from
     and that holds this torch's wheel. Without one, torch comes from PyPI like a user's."""
     version = torch_pin().split("==")[1]
-    found = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True
-    ).stdout
-    for folder in re.findall(r"find-links='([^']+)'", found):
+    for folder in pip_config().get("find-links", []):
         if list(Path(folder).glob(f"torch-{version}*.whl")):
             return [folder]
     return []

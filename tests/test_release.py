@@ -175,7 +175,7 @@ def test_refuses_dev_build(good_wheel, tmp_path):
     # make wheel ARCHS=90 writes dev_build: true into the record; the gate reads the wheel's.
     import json
 
-    record = release_gates.build_record(good_wheel)
+    record = release_gates.read_build_record(good_wheel)
     assert record["dev_build"] is False
     record.update(dev_build=True, sass_archs=["sm_90"], ptx_arch=None)
     name = "cuda_ext_example/_build_info.json"

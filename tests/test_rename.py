@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_newcomer import clone_with_tools, make
 
 from scripts.rename import project_name
+from tests.clones import clone_with_tools, make
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD = project_name.current_name(ROOT)

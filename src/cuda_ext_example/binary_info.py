@@ -26,7 +26,7 @@ from pathlib import Path
 
 
 class ToolMissing(RuntimeError):
-    """A CUDA binary tool (cuobjdump, nvdisasm) is not installed."""
+    """A CUDA binary tool (nvdisasm) is not installed."""
 
 
 def _elf(path: Path):
@@ -112,8 +112,8 @@ def newest_version(path: Path, prefix: str) -> str | None:
 
 
 def find_cuda_tool(name: str) -> str | None:
-    """A CUDA binary tool (nvdisasm, cuobjdump) on PATH, in the CUDA toolkit, or
-    from NVIDIA's PyPI wheels (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)."""
+    """A CUDA binary tool (nvdisasm) on PATH, in the CUDA toolkit, or from NVIDIA's PyPI
+    wheels (nvidia-cuda-nvdisasm)."""
     candidates = [shutil.which(name)]
     for env in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(env):
