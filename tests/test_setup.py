@@ -203,8 +203,9 @@ def run_setup(tmp_path: Path, lock_text: str, **env) -> subprocess.CompletedProc
 
 
 @pytest.fixture(scope="module")
-def offline_wheel(tmp_path_factory) -> Path:
-    """A real small wheel in a folder, to serve pip as its only package source."""
+def offline_wheel(tmp_path_factory) -> dict[str, str]:
+    """A real small wheel (tiny-thing 1.0) in a folder, and the environment that makes that
+    folder pip's only package source."""
     folder = tmp_path_factory.mktemp("links")
     project = folder / "proj"
     project.mkdir()
@@ -219,7 +220,7 @@ def offline_wheel(tmp_path_factory) -> Path:
         check=True,
     )  # fmt: skip
     (wheel,) = folder.glob("*.whl")
-    return wheel
+    return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheel.parent)}
 
 
 def last_line(run: subprocess.CompletedProcess) -> str:
@@ -227,10 +228,7 @@ def last_line(run: subprocess.CompletedProcess) -> str:
 
 
 def test_setup_names_a_hash_mismatch_in_one_line(tmp_path, offline_wheel):
-    run = run_setup(
-        tmp_path, f"tiny-thing==1.0 --hash=sha256:{'0' * 64}\n",
-        PIP_NO_INDEX="1", PIP_FIND_LINKS=str(offline_wheel.parent),
-    )  # fmt: skip
+    run = run_setup(tmp_path, f"tiny-thing==1.0 --hash=sha256:{'0' * 64}\n", **offline_wheel)
     assert run.returncode == 1
     assert last_line(run).startswith("setup failed: a file from your package index does not")
     assert "Traceback" not in run.stderr
@@ -238,10 +236,7 @@ def test_setup_names_a_hash_mismatch_in_one_line(tmp_path, offline_wheel):
 
 
 def test_setup_names_a_pin_the_index_lacks(tmp_path, offline_wheel):
-    run = run_setup(
-        tmp_path, f"tiny-thing==2.0 --hash=sha256:{'0' * 64}\n",
-        PIP_NO_INDEX="1", PIP_FIND_LINKS=str(offline_wheel.parent),
-    )  # fmt: skip
+    run = run_setup(tmp_path, f"tiny-thing==2.0 --hash=sha256:{'0' * 64}\n", **offline_wheel)
     assert run.returncode == 1
     line = last_line(run)
     assert "pins tiny-thing==2.0, which your package index has no file of" in line, line
