@@ -168,14 +168,16 @@ bench:
 # float32 and bfloat16, alternating fresh processes.
 BENCH_WHEELS := build/bench-wheels
 bench-wheels: $(STAMP)
-	mkdir -p $(BENCH_WHEELS)
+	rm -rf $(BENCH_WHEELS) && mkdir -p $(BENCH_WHEELS)/nvrtc12.0 $(BENCH_WHEELS)/nvrtc12.9
 	$(MAKE) --no-print-directory wheel ARCHS="90@12.0"
-	cp dist/*.whl $(BENCH_WHEELS)/sm90-nvrtc12.0.whl
+	cp dist/*.whl $(BENCH_WHEELS)/nvrtc12.0/
 	$(MAKE) --no-print-directory wheel ARCHS="90@12.9"
-	cp dist/*.whl $(BENCH_WHEELS)/sm90-nvrtc12.9.whl
+	cp dist/*.whl $(BENCH_WHEELS)/nvrtc12.9/
+# pip wants a wheel's own file name, so each keeps it in a folder named after its compiler;
+# 12.9 (today's) comes first: the difference column is 12.0 against it.
 compare-nvrtc:
 	$(RUN_PY) -m bench.compare_wheels --sizes 24-28 --passes 3 \
-		nvrtc12.0=$(BENCH_WHEELS)/sm90-nvrtc12.0.whl nvrtc12.9=$(BENCH_WHEELS)/sm90-nvrtc12.9.whl
+		nvrtc12.9=$$(ls $(BENCH_WHEELS)/nvrtc12.9/*.whl) nvrtc12.0=$$(ls $(BENCH_WHEELS)/nvrtc12.0/*.whl)
 # Nsight Compute on the benchmark kernels (ours and torch's), report saved.
 ncu:
 	mkdir -p $(RESULTS)

@@ -47,6 +47,8 @@ def check_platform():
 
 def configured_index(python):
     """The index pip is told to use (environment or pip config), or None for PyPI."""
+    if os.environ.get("PIP_NO_INDEX", "").lower() in ("1", "true", "yes", "on"):
+        return "no index (PIP_NO_INDEX)"  # pip reads only its find-links: PyPI is not asked
     if os.environ.get("PIP_INDEX_URL"):
         return os.environ["PIP_INDEX_URL"]
     out = subprocess.run(

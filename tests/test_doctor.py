@@ -156,8 +156,8 @@ def test_doctor_on_this_machine(tmp_path):
     assert "[  ok] run on cpu: my_add and my_fast_add match torch" in run.stdout
     assert f"SASS {' '.join(BUILD_INFO['sass_archs'])}" in run.stdout
     assert "device code by NVRTC 12.0 + 12.9" in run.stdout
-    assert "compiled by: NVRTC 12.0: sm_50 sm_60 sm_70" in run.stdout
-    assert "NVRTC 12.9: sm_90 sm_100 sm_103 sm_120 sm_121 compute_120" in run.stdout
+    assert "compiled by: NVRTC 12.0: sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_89 sm_90;" in run.stdout
+    assert "NVRTC 12.9: sm_100 sm_103 sm_120 sm_121 compute_120" in run.stdout
     assert "verdict: ready" in run.stdout
     for i in range(torch.cuda.device_count()):
         assert f"run on cuda:{i}: my_add and my_fast_add match torch" in run.stdout

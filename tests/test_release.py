@@ -141,7 +141,7 @@ def test_refuses_cubin_from_cuda_13(good_wheel, tmp_path, cfg):
          src, "-o", so],
         check=True,
     )  # fmt: skip
-    refused = r"cubins not from their declared CUDA: sm_90: 13\.\d \(declared sm_90: 12\.9\)"
+    refused = r"cubins not from their declared CUDA: sm_90: 13\.\d \(declared sm_90: 12\.0\)"
     with pytest.raises(release_gates.GateFailure, match=refused) as exc:
         release_gates.gate_cuda12_device_code(repack(good_wheel, tmp_path, replace_so=so), cfg)
     assert ">= 525.60.13" in exc.value.reason

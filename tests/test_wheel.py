@@ -145,13 +145,13 @@ def test_no_cuda_runtime_inside(extension):
 
 
 def test_device_code_from_cuda_12(extension):
-    # Each cubin from the CUDA the record names for it: sm_50..sm_89 from 12.0.
+    # Each cubin from the CUDA the record names for it: sm_50..sm_90 from 12.0.
     toolkits = binary_info.cubin_toolkits(extension)
     assert sorted(toolkits) == sorted(BUILD_INFO["sass_archs"])
     for arch, version in toolkits.items():
         assert BUILD_INFO["device_compilers"][arch] == "NVRTC {}.{}".format(*version)
-    assert toolkits["sm_70"] == toolkits["sm_89"] == (12, 0)
-    assert toolkits["sm_90"] == toolkits["sm_120"] == (12, 9)
+    assert toolkits["sm_70"] == toolkits["sm_89"] == toolkits["sm_90"] == (12, 0)
+    assert toolkits["sm_100"] == toolkits["sm_120"] == (12, 9)
     assert binary_info.ptx_isa_versions(extension) == {"sm_120": (8, 8)}
 
 

@@ -68,7 +68,7 @@ def cmd_suite(args) -> int:
     code = log.run(
         "pytest",
         [sys.executable, "-P", "-m", "pytest", "tests", "-p", "no:cacheprovider", "-rs",
-         "-m", "not release", *args.pytest_args],
+         "--durations=20", "-m", "not release", *args.pytest_args],
         env=env, cwd=ROOT,
     )  # fmt: skip
     return code
@@ -157,7 +157,6 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("suite", help="the whole test suite, GPU tests included")
     p.add_argument("wheel", type=Path)
     p.add_argument("--log", type=Path, default=ROOT / "build" / "gpu" / "suite.log")
-    p.add_argument("pytest_args", nargs="*", help="after --: passed to pytest")
     p.set_defaults(func=cmd_suite)
     p = sub.add_parser("tools", help="the know-your-binary tools and sanitizers")
     p.add_argument("wheel", type=Path)
@@ -173,7 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("wheel", type=Path)
     p.add_argument("--log", type=Path, default=ROOT / "build" / "gpu" / "compat.log")
     p.set_defaults(func=cmd_compat)
-    args = parser.parse_args(argv)
+    # What follows "--" goes to pytest untouched (argparse would read its -m as ours).
+    argv = sys.argv[1:] if argv is None else argv
+    ours, rest = (
+        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    )
+    args = parser.parse_args(ours)
+    args.pytest_args = rest
     return args.func(args)
 
 

@@ -79,10 +79,16 @@ class Log:
             f.write(text + "\n")
 
     def run(self, title: str, cmd: list, **kwargs) -> int:
+        """Runs cmd, its output streamed line by line into the log: a run cut off by a
+        time limit still shows how far it got."""
         self.write(f"\n===== {title}")
-        result = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kwargs)
-        self.write((result.stdout + result.stderr).rstrip())
-        self.write(f"[exit {result.returncode}]")
-        if result.returncode != 0:
+        with subprocess.Popen(
+            [str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            **kwargs,
+        ) as child:  # fmt: skip
+            for line in child.stdout:
+                self.write(line.rstrip("\n"))
+        self.write(f"[exit {child.returncode}]")
+        if child.returncode != 0:
             self.failed.append(title)
-        return result.returncode
+        return child.returncode
