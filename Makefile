@@ -60,8 +60,11 @@ ARCHS ?=
 WHEEL_SOURCES := $(wildcard csrc/* buildtools/*.py src/cuda_ext_example/*.py) \
 	pyproject.toml setup.py MANIFEST.in README.md LICENSE requirements/nvrtc-12.0.txt
 BUILT := $(DIST)/.built$(if $(strip $(ARCHS)),-dev-$(subst @,-,$(subst $(eval) ,_,$(strip $(ARCHS)))))
+# A stamp whose wheel was deleted is no stamp: FORCE rebuilds (and re-repairs) then.
+missing = $(if $(wildcard $(1)/*.whl),,FORCE)
+FORCE:
 wheel: $(BUILT)
-$(BUILT): $(STAMP) $(WHEEL_SOURCES)
+$(BUILT): $(STAMP) $(WHEEL_SOURCES) $(call missing,$(DIST))
 	# setuptools' staging folders keep files the sources no longer have: start clean.
 	rm -rf $(DIST) build/lib.* build/bdist.*
 	CEE_TARGET_ARCH=$(ARCH) CEE_SASS_ARCHS="$(ARCHS)" $(PY) -m buildtools.build_wheel $(DIST)
@@ -71,7 +74,7 @@ $(BUILT): $(STAMP) $(WHEEL_SOURCES)
 # (scripts/release/pipeline.py holds the excludes); redone only for a new wheel.
 REPAIRED := $(WHEELHOUSE)/.repaired
 repair: $(REPAIRED)
-$(REPAIRED): $(DIST)/.built $(wildcard scripts/release/*.py)
+$(REPAIRED): $(DIST)/.built $(wildcard scripts/release/*.py) $(call missing,$(WHEELHOUSE))
 	rm -rf $(WHEELHOUSE)
 	$(PY) -m scripts.release repair $(DIST)/*.whl --dest $(WHEELHOUSE)
 	touch $@
