@@ -179,3 +179,26 @@ def test_what_is_not_a_binary_is_refused_in_one_line(what, wheel, tmp_path):
     assert reason in run.stderr, run.stderr
     for noise in ("Traceback", "fatal", "Memory allocation"):
         assert noise not in run.stdout + run.stderr, run.stdout + run.stderr
+
+
+def test_missing_pyelftools_is_said_in_one_line(wheel):
+    """The ops need only torch; inspect's ELF reader is the `tools` extra. Without it, one
+    line names the fix (a lent GPU machine lacked it and got a traceback)."""
+    hide = "import sys; sys.modules['elftools'] = None; import runpy; "
+    code = hide + "runpy.run_module('cuda_ext_example', run_name='__main__')"
+    run = subprocess.run(
+        [sys.executable, "-c", code, "inspect", str(wheel)], capture_output=True, text=True
+    )
+    assert run.returncode == 1
+    assert run.stderr.count("\n") == 1, run.stderr
+    assert "needs pyelftools: pip install 'cuda_ext_example[tools]'" in run.stderr
+
+
+def test_a_closed_pipe_ends_inspect_quietly(wheel):
+    """`inspect --symbols | head -1`: the reader leaves early; no 'Broken pipe' error."""
+    run = subprocess.run(
+        f"{sys.executable} -m cuda_ext_example inspect --symbols {wheel} | head -1",
+        shell=True, capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.stdout.startswith(str(wheel)), run.stdout
+    assert run.stderr == "", run.stderr

@@ -7,6 +7,7 @@ smoke-test                 the classic int64 arange and a float check against to
 
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -29,4 +30,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except BrokenPipeError:  # `... | head` closed the pipe: not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)

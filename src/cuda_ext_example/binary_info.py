@@ -29,12 +29,20 @@ class ToolMissing(RuntimeError):
     """A CUDA binary tool (nvdisasm) is not installed."""
 
 
-def _elf(path: Path):
+def _elf_file_class():
+    """pyelftools' ELFFile, or a RuntimeError that names the fix: the ops need only torch,
+    so inspect's tools are an extra a user may not have installed."""
     try:
         from elftools.elf.elffile import ELFFile
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise RuntimeError("reading ELF files needs pyelftools: pip install pyelftools") from exc
-    return ELFFile(open(path, "rb"))  # noqa: SIM115 - closed by callers via .stream
+    except ImportError as exc:
+        raise RuntimeError(
+            "reading ELF files needs pyelftools: pip install 'cuda_ext_example[tools]'"
+        ) from exc
+    return ELFFile
+
+
+def _elf(path: Path):
+    return _elf_file_class()(open(path, "rb"))  # noqa: SIM115 - closed by callers via .stream
 
 
 def _dynamic_symbols(path: Path):
@@ -283,8 +291,7 @@ def require_elf(path: Path) -> None:
 def elf_problem(data: bytes) -> str | None:
     """Why these bytes are not a whole ELF shared object, or None: checked against the
     file's size before any tool parses it (a truncated file makes parsers crash)."""
-    from elftools.elf.elffile import ELFFile  # pyelftools: see the module's docstring
-
+    ELFFile = _elf_file_class()  # noqa: N806 - pyelftools' class, named as it names it
     size = len(data)
     if not data.startswith(b"\x7fELF"):
         return f"it does not start with the ELF magic (first bytes {data[:4]!r})"

@@ -171,6 +171,8 @@ def main(argv: list[str] | None = None, out=sys.stdout) -> int:
             for dump in ("ptx", "sass"):
                 if getattr(args, dump):
                     report_loads(so, out, dump)
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): __main__ ends quietly
     except (OSError, RuntimeError, zipfile.BadZipFile, *binary_info.elf_errors()) as exc:
         print(f"inspect: cannot read {args.path}: {exc}", file=sys.stderr)
         return 1
