@@ -26,7 +26,9 @@ setup(
     ext_modules=[
         Extension(
             "cuda_ext_example._C",
-            sources=["csrc/ops.cpp", "csrc/launcher.cpp", "csrc/add_kernels.cu"],
+            # Not read: buildtools/build_ext.py builds from csrc/ and ops/ (its HOST_SOURCES
+            # and the op declarations); setuptools only wants the list to be non-empty.
+            sources=["csrc/ops.cpp"],
             py_limited_api=True,
         )
     ],

@@ -1,8 +1,10 @@
 """setuptools build_ext: NVRTC for the device code, zig for the host code and the link.
 
-- Device code: csrc/add_kernels.cu -> NVRTC 12.0 (the archs CUDA 12.0 knows) and 12.9 (the
+- Device code: every declared op's kernel instances (ops/*/ops.toml, ops/*/rule.h over
+  csrc/elementwise_kernels.cuh) -> NVRTC 12.0 (the archs CUDA 12.0 knows) and 12.9 (the
   newer archs and the PTX) -> one fatbin (buildtools/device_code.py), embedded by an
-  assembly file. CUDA 12 device code runs on every driver >= 525.
+  assembly file, with the generated op table cee_generated.h for the host code. CUDA 12
+  device code runs on every driver >= 525.
 - Host code: csrc/ops.cpp (torch ops) and csrc/launcher.cpp (driver API), compiled by zig
   and linked against glibc 2.17 stubs with a static libc++: no libstdc++, no glibc
   newer than 2.17, no CUDA runtime, so the result is really manylinux2014.
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from setuptools.command.build_ext import build_ext
 
-from . import config, cross, device_code, nvrtc_fetch, toolchain
+from . import config, cross, device_code, nvrtc_fetch, ops, toolchain
 
 CSRC = config.ROOT / "csrc"
 HOST_SOURCES = ("ops.cpp", "launcher.cpp")
@@ -53,6 +55,7 @@ def zig_cxx(cfg: config.BuildConfig, generated: Path, arch: str | None = None) -
         # commit gives the same bytes wherever it is built.
         f"-ffile-prefix-map={config.ROOT}=.",
         f"-I{CSRC}",
+        f"-I{ops.OPS_DIR}",  # the ops' rules (rule.h), shared with the device code
         f"-I{generated}",
         # cuda.h and cudaTypedefs.h (types only; nothing is linked from CUDA).
         *include(device_code.pypi_path("cuda_runtime", "include"), "cuda/include"),
@@ -118,13 +121,15 @@ def build_time(dirty: bool) -> int:
 
 
 def declared_record(cfg: config.BuildConfig) -> dict:
-    """The record's fields that pyproject.toml and csrc/kernel_table.h decide: what a
-    wheel's record must say (the release gates compare it with these)."""
+    """The record's fields that pyproject.toml and ops/*/ops.toml decide: what a wheel's
+    record must say (the release gates compare it with these)."""
     compiler, compilers = device_code.compiler_names(device_code.targets_of(cfg))
     return {
         # make wheel ARCHS=...: a few SASS archs for the author's loop; the gates refuse it.
         "dev_build": cfg.dev_build,
-        "dtypes": [dtype.name for dtype in device_code.kernel_table()[1]],
+        "dtypes": [dtype.name for dtype in ops.elementwise().dtypes],
+        # The Python side (wrappers, fakes, autograd, torch.func, doctor) is built from these.
+        "ops": [op.record() for op in ops.declared_ops()],
         "device_compiler": compiler,
         # Which NVRTC made each target: {"sm_90": "NVRTC 12.0", "compute_120": "NVRTC 12.9"}.
         "device_compilers": compilers,
@@ -160,6 +165,7 @@ def build_step(name: str, func, *args):
     try:
         return func(*args)
     except (device_code.DeviceCodeError, nvrtc_fetch.FetchError, config.ConfigError) as exc:
+        # (ops.OpDeclarationError is a ConfigError: a bad ops.toml names its file and fix.)
         print(str(exc).rstrip(), file=sys.stderr, flush=True)
     except subprocess.CalledProcessError:
         pass  # the tool printed its error itself
@@ -175,7 +181,7 @@ class ZigNvrtcBuildExt(build_ext):
 
         targets = device_code.targets_of(cfg)
         code = build_step(
-            "device code (NVRTC: csrc/add_kernels.cu)",
+            "device code (NVRTC: ops/*/rule.h over csrc/elementwise_kernels.cuh)",
             device_code.write_device_code,
             generated,
             targets,

@@ -1,8 +1,11 @@
 // CUDA launcher: runs the embedded fatbin's kernels through the NVIDIA driver
 // API, with no CUDA runtime.
 //
-// Why the driver API: the device code is CUDA 12.9 (NVRTC), which every driver
-// >= 525 runs, and a launcher that links no cudart adds no newer floor of its
+// Op-agnostic: it knows kernels by their index in the generated table
+// (cee_generated.h, from the op declarations), never by what they compute.
+//
+// Why the driver API: the device code is CUDA 12 (NVRTC), which every driver
+// >= CEE_MIN_DRIVER runs, and a launcher that links no cudart adds no newer floor of its
 // own. What it relies on:
 // - libcuda.so.1 is opened at the first CUDA call (never at import, so CPU-only
 //   machines load the extension); every entry point comes from
@@ -15,14 +18,15 @@
 //   made it current already (device guard); if not (another thread, the
 //   harness), it is pushed for the launch and popped again, so the caller's
 //   context state never changes.
-// - before the first launch on a device, every kernel is resolved for that
+// - before a kernel's first launch on a device, it is resolved for that
 //   device's context with cuKernelGetFunction (CUDA 12.0), which loads it
 //   there, and the launch then uses that CUfunction. So no launch relies on
 //   the driver loading the kernel lazily inside cuLaunchKernel, which drivers
 //   before CUDA 12.3 cannot do while the stream captures a CUDA graph. The
 //   loading calls run with this thread's capture mode set to relaxed
 //   (cuThreadExchangeStreamCaptureMode), so a first call made inside
-//   torch.cuda.graph capture may still load: those are not stream work.
+//   torch.cuda.graph capture may still load: those are not stream work. Only
+//   the kernels a process uses are loaded (cold start).
 // - a toolkit stub libcuda.so.1, or a driver without code for the GPU, gets
 //   one error that names the cause and the fix.
 // Compiled by zig with the other host code; includes only NVIDIA's C headers.
@@ -38,15 +42,15 @@
 #include <atomic>
 #include <mutex>
 
-#include "device_code.h"  // generated: CEE_DEVICE_CODE, cee_kernel_names
+#include "cee_generated.h"  // CEE_DEVICE_CODE, cee_kernel_names, CEE_MIN_DRIVER
 
 // The fatbin, embedded by the generated device_code.S (section .nv_fatbin).
 extern "C" const unsigned char cee_fatbin[];
 
 namespace {
 
-// The oldest driver API the launcher asks for: CUDA 12.0 (driver >= 525.60.13).
-constexpr int kDriverApiVersion = 12000;
+// The oldest driver API the launcher asks for (pyproject.toml min-driver-cuda).
+constexpr int kDriverApiVersion = CEE_MIN_DRIVER_API;
 constexpr int kMaxDevices = 64;
 
 // Every driver entry point the launcher uses, with the version of its ABI
@@ -92,11 +96,10 @@ struct State {
   Once driver_step, library_step;
   Driver driver = {};
   CUlibrary library = nullptr;
-  std::atomic<CUkernel> kernels[CEE_NUM_SHAPES][CEE_NUM_DTYPES] = {};
+  CUkernel kernels[CEE_NUM_KERNELS] = {};  // under the mutex
   std::atomic<CUcontext> primary[kMaxDevices] = {};
-  // Every kernel resolved (loaded) for the device's primary context.
-  std::atomic<bool> resolved[kMaxDevices] = {};
-  CUfunction functions[kMaxDevices][CEE_NUM_SHAPES][CEE_NUM_DTYPES] = {};
+  // Each kernel, once resolved (loaded) for the device's primary context.
+  std::atomic<CUfunction> functions[kMaxDevices][CEE_NUM_KERNELS] = {};
 };
 
 State& state() {
@@ -139,8 +142,8 @@ void describe_stub(void* symbol, char* out, size_t len) {
            "the libcuda.so.1 this process loaded (%s) is the CUDA toolkit's "
            "stub library (CUDA_ERROR_STUB_LIBRARY), made for linking, not an "
            "NVIDIA driver. Remove %s from LD_LIBRARY_PATH (and the loader's "
-           "configuration), and install an NVIDIA driver >= 525.60.13 on a "
-           "GPU machine; the CPU kernels work without one",
+           "configuration), and install an NVIDIA driver >= " CEE_MIN_DRIVER
+           " on a GPU machine; the CPU kernels work without one",
            path, dirname(folder));
 }
 
@@ -150,8 +153,8 @@ bool load_driver(State& s, Once& once) {
   if (!lib) {
     snprintf(once.error, sizeof once.error,
              "cannot load the NVIDIA driver library libcuda.so.1 (%s). Install "
-             "an NVIDIA driver >= 525.60.13 (CUDA 12.0); the CPU kernels work "
-             "without one",
+             "an NVIDIA driver >= " CEE_MIN_DRIVER " (CUDA " CEE_MIN_DRIVER_CUDA
+             "); the CPU kernels work without one",
              dlerror());
     return false;
   }
@@ -169,8 +172,8 @@ bool load_driver(State& s, Once& once) {
   if (version < kDriverApiVersion || !s.driver.get_proc_address) {
     snprintf(once.error, sizeof once.error,
              "the NVIDIA driver supports CUDA %d.%d; this wheel's GPU kernels "
-             "need a driver for CUDA >= 12.0 (>= 525.60.13). Update the NVIDIA "
-             "driver",
+             "need a driver for CUDA >= " CEE_MIN_DRIVER_CUDA " (>= " CEE_MIN_DRIVER
+             "). Update the NVIDIA driver",
              version / 1000, version % 1000 / 10);
     return false;
   }
@@ -179,7 +182,8 @@ bool load_driver(State& s, Once& once) {
   d.name = reinterpret_cast<PFN_##name##_v##version>(entry_point(d, #name)); \
   if (!d.name) {                                                             \
     snprintf(once.error, sizeof once.error,                                  \
-             "the NVIDIA driver has no %s for CUDA 12.0", #name);            \
+             "the NVIDIA driver has no %s for CUDA " CEE_MIN_DRIVER_CUDA,  \
+             #name);                                                         \
     return false;                                                            \
   }
   CEE_DRIVER_ENTRY_POINTS(CEE_DRIVER_LOAD)
@@ -248,39 +252,27 @@ bool run_once(State& s, Once& once, bool (*step)(State&, Once&), char* err,
   return false;
 }
 
-// The CUkernel of one instance (context-independent), looked up once.
-// Called with s.mutex held.
-CUresult get_kernel(State& s, int shape, int dtype, CUkernel* out) {
-  std::atomic<CUkernel>& cached = s.kernels[shape][dtype];
+// The kernel loaded for the device's primary context (current), resolved at its first
+// use: cuLibraryGetKernel (context-independent, once) then cuKernelGetFunction.
+CUresult resolve_kernel(State& s, int device, int kernel, CUfunction* out,
+                        const char** what) {
+  std::atomic<CUfunction>& cached = s.functions[device][kernel];
+  if ((*out = cached.load(std::memory_order_acquire))) return CUDA_SUCCESS;
+  std::lock_guard<std::mutex> lock(s.mutex);
   if ((*out = cached.load(std::memory_order_relaxed))) return CUDA_SUCCESS;
-  CUresult status = s.driver.cuLibraryGetKernel(out, s.library,
-                                                cee_kernel_names[shape][dtype]);
+  RelaxedCapture relaxed(s.driver);
+  CUresult status = CUDA_SUCCESS;
+  if (!s.kernels[kernel]) {
+    *what = "cuLibraryGetKernel";
+    status = s.driver.cuLibraryGetKernel(&s.kernels[kernel], s.library,
+                                         cee_kernel_names[kernel]);
+  }
+  if (status == CUDA_SUCCESS) {
+    *what = "loading the kernel for this GPU (cuKernelGetFunction)";
+    status = s.driver.cuKernelGetFunction(out, s.kernels[kernel]);
+  }
   if (status == CUDA_SUCCESS) cached.store(*out, std::memory_order_release);
   return status;
-}
-
-// Loads every kernel into the current context (the device's primary) and
-// keeps their CUfunctions: the first call on a device does all the loading
-// before it launches anything.
-CUresult resolve_device(State& s, int device, const char** what) {
-  if (s.resolved[device].load(std::memory_order_acquire)) return CUDA_SUCCESS;
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.resolved[device].load(std::memory_order_relaxed)) return CUDA_SUCCESS;
-  RelaxedCapture relaxed(s.driver);
-  for (int shape = 0; shape < CEE_NUM_SHAPES; ++shape) {
-    for (int dtype = 0; dtype < CEE_NUM_DTYPES; ++dtype) {
-      CUkernel kernel;
-      *what = "cuLibraryGetKernel";
-      CUresult status = get_kernel(s, shape, dtype, &kernel);
-      *what = "loading the kernels for this GPU (cuKernelGetFunction)";
-      if (status == CUDA_SUCCESS)
-        status = s.driver.cuKernelGetFunction(
-            &s.functions[device][shape][dtype], kernel);
-      if (status != CUDA_SUCCESS) return status;
-    }
-  }
-  s.resolved[device].store(true, std::memory_order_release);
-  return CUDA_SUCCESS;
 }
 
 // The device's primary context (torch's), retained once for the process.
@@ -296,61 +288,6 @@ CUresult primary_context(State& s, int device, CUcontext* out) {
     status = s.driver.cuDevicePrimaryCtxRetain(out, dev);
   if (status == CUDA_SUCCESS) cached.store(*out, std::memory_order_release);
   return status;
-}
-
-// ------------------------------------------------------------ launch shapes
-
-struct ShapeInfo {
-  int access_bytes, block, per_thread;
-};
-constexpr ShapeInfo kShapes[] = {
-#define CEE_SHAPE_INFO(id, bytes, block, per) {bytes, block, per},
-    CEE_FOR_EACH_SHAPE(CEE_SHAPE_INFO)
-#undef CEE_SHAPE_INFO
-};
-constexpr int kDtypeSize[] = {
-#define CEE_DTYPE_SIZE(id, type, size, ...) size,
-    CEE_FOR_EACH_DTYPE(CEE_DTYPE_SIZE)
-#undef CEE_DTYPE_SIZE
-};
-
-// my_fast_add's shape by size per tensor: up to 2 MiB, one 16-byte vector per
-// thread (enough blocks to fill the GPU); up to 64 MiB, four per thread (more
-// bytes in flight per thread); above, one 8-byte access per thread in
-// 512-thread blocks, the shape torch.compile's autotuner picks for a large add,
-// which streamed fastest there. A slice such as x[1:] is not
-// aligned to the access: such inputs take the scalar kernel (correct, not
-// vectorized).
-constexpr int64_t kSmallBytes = int64_t(2) << 20;
-constexpr int64_t kLargeBytes = int64_t(64) << 20;
-
-bool aligned(const void* p, uintptr_t bytes) {
-  return ((uintptr_t)p % bytes) == 0;
-}
-
-cee_shape pick_shape(cee_kernel kernel, cee_dtype dtype, const void* a,
-                     const void* b, const void* out, int64_t n) {
-  if (kernel != CEE_KERNEL_VECTORIZED) return CEE_SHAPE_SIMPLE;
-  auto all_aligned = [&](uintptr_t bytes) {
-    return aligned(a, bytes) && aligned(b, bytes) && aligned(out, bytes);
-  };
-  const int64_t bytes = n * kDtypeSize[dtype];
-  if (bytes > kLargeBytes && all_aligned(8)) return CEE_SHAPE_VEC8;
-  if (bytes > kSmallBytes && all_aligned(16)) return CEE_SHAPE_VEC16X4;
-  if (all_aligned(16)) return CEE_SHAPE_VEC16;
-  return CEE_SHAPE_SIMPLE;
-}
-
-int64_t blocks_for(cee_shape shape, cee_dtype dtype, int64_t n) {
-  const ShapeInfo& s = kShapes[shape];
-  // One thread per element, or per access of `access_bytes`. The vectorized
-  // kernel's tail (< one access) is done by the first threads, so at least one
-  // block is launched.
-  const int64_t width =
-      s.access_bytes ? s.access_bytes / kDtypeSize[dtype] : int64_t(1);
-  const int64_t per_block = int64_t(s.block) * s.per_thread;
-  const int64_t blocks = (n / width + per_block - 1) / per_block;
-  return blocks > 0 ? blocks : 1;
 }
 
 bool no_code_for_gpu(CUresult status) {
@@ -401,36 +338,27 @@ void describe_launch_error(const Driver& d, CUresult status, int device,
            driver_error);
 }
 
-CUresult launch(State& s, int device, cee_shape shape, cee_dtype dtype,
-                const void* a, const void* b, void* out, int64_t n,
-                CUstream stream, const char** what) {
-  CUresult status = resolve_device(s, device, what);
-  if (status != CUDA_SUCCESS) return status;
-  long long count = n;
-  void* args[] = {&a, &b, &out, &count};
-  *what = "cuLaunchKernel";
-  return s.driver.cuLaunchKernel(
-      s.functions[device][shape][dtype], (unsigned)blocks_for(shape, dtype, n),
-      1, 1, (unsigned)kShapes[shape].block, 1, 1, 0, stream, args, nullptr);
-}
-
 }  // namespace
 
-extern "C" int cee_cuda_add(cee_kernel kernel, cee_dtype dtype, const void* a,
-                            const void* b, void* out, int64_t n, int device,
-                            void* stream, const char* op, char* err,
-                            size_t err_len) {
-  if (n == 0) return 0;
+extern "C" int cee_find_kernel(const char* name_expression) {
+  for (int i = 0; i < CEE_NUM_KERNELS; ++i)
+    if (strcmp(cee_kernel_expressions[i], name_expression) == 0) return i;
+  return -1;
+}
+
+extern "C" int cee_launch(int kernel, unsigned grid, unsigned block,
+                          void** args, int device, void* stream,
+                          const char* op, char* err, size_t err_len) {
   char reason[512];
   State& s = state();
   if (!run_once(s, s.driver_step, initialize_driver, reason, sizeof reason)) {
     snprintf(err, err_len, "%s: %s", op, reason);
     return -1;
   }
-  if (device < 0 || device >= kMaxDevices || (int)dtype < 0 ||
-      (int)dtype >= CEE_NUM_DTYPES) {
-    snprintf(err, err_len, "%s: bad device %d or dtype %d", op, device,
-             (int)dtype);
+  if (device < 0 || device >= kMaxDevices || kernel < 0 ||
+      kernel >= CEE_NUM_KERNELS) {
+    snprintf(err, err_len, "%s: bad device %d or kernel %d", op, device,
+             kernel);
     return -1;
   }
   const Driver& d = s.driver;
@@ -446,9 +374,13 @@ extern "C" int cee_cuda_add(cee_kernel kernel, cee_dtype dtype, const void* a,
   const bool push = status == CUDA_SUCCESS && current != ctx;
   if (push) status = d.cuCtxPushCurrent(ctx);
   if (status == CUDA_SUCCESS) {
-    const cee_shape shape = pick_shape(kernel, dtype, a, b, out, n);
-    status = launch(s, device, shape, dtype, a, b, out, n,
-                    static_cast<CUstream>(stream), &what);
+    CUfunction function = nullptr;
+    status = resolve_kernel(s, device, kernel, &function, &what);
+    if (status == CUDA_SUCCESS) {
+      what = "cuLaunchKernel";
+      status = d.cuLaunchKernel(function, grid, 1, 1, block, 1, 1, 0,
+                                static_cast<CUstream>(stream), args, nullptr);
+    }
     if (push) {
       CUcontext popped;
       d.cuCtxPopCurrent(&popped);
@@ -466,7 +398,8 @@ extern "C" void* cee_cuda_entry_point(const char* name, char* err,
     return nullptr;
   void* fn = entry_point(s.driver, name);
   if (!fn)
-    snprintf(err, err_len, "the NVIDIA driver has no %s for CUDA 12.0", name);
+    snprintf(err, err_len, "the NVIDIA driver has no %s for CUDA %s", name,
+             CEE_MIN_DRIVER_CUDA);
   return fn;
 }
 

@@ -1,38 +1,38 @@
-// C interface of the CUDA launcher (csrc/launcher.cpp) to the torch ops
-// (csrc/ops.cpp) and to the standalone harness (csrc/harness.cpp). Only plain C
-// types cross it. The launcher talks to the NVIDIA driver API alone (no CUDA
-// runtime): libcuda.so.1 is opened at the first CUDA call, never at import.
+// C interface of the CUDA launcher (csrc/launcher.cpp): the op-agnostic core that loads the
+// embedded device code and launches any of its kernels through the NVIDIA driver API (no
+// CUDA runtime). Used by the torch ops (csrc/ops.cpp, through csrc/elementwise_launch.h)
+// and by the standalone harness (csrc/harness.cpp). Only plain C types cross it.
+// libcuda.so.1 is opened at the first CUDA call, never at import.
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernel_table.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum {
-  CEE_KERNEL_SIMPLE = 0,      // my_add: one element per thread
-  CEE_KERNEL_VECTORIZED = 1,  // my_fast_add: 16-byte vectors (8-byte > 64 MiB)
-} cee_kernel;
+// The index of a kernel instance of the device code, by the name expression it was
+// compiled from (e.g. "cee::elementwise_simple<cee_ops::Add, float, 2>"), or -1. The
+// generated table (cee_generated.h) gives the elementwise ops their indices directly;
+// this is for code that names its own kernels.
+int cee_find_kernel(const char* name_expression);
 
-// out[i] = a[i] + b[i] for i in [0, n), on `device`, launched on `stream` (a
-// CUstream of that device's primary context; NULL is the legacy default
-// stream). Returns 0 on success. On failure returns the CUresult (or -1 when
-// the driver could not be used at all) and writes a readable message, naming
-// `op`, into err[0..err_len).
-int cee_cuda_add(cee_kernel kernel, cee_dtype dtype, const void* a,
-                 const void* b, void* out, int64_t n, int device, void* stream,
-                 const char* op, char* err, size_t err_len);
+// Launches kernel `kernel` (an index as above) on `device` with `args` (cuLaunchKernel's
+// array of pointers to each parameter), on `stream` (a CUstream of that device's primary
+// context; NULL: the legacy default stream). The kernel is loaded for the device at its
+// first use, outside any graph capture's restrictions. Returns 0 on success; on failure
+// the CUresult (or -1 when the driver could not be used at all), with a readable message
+// that starts with `op` in err[0..err_len).
+int cee_launch(int kernel, unsigned grid, unsigned block, void** args, int device,
+               void* stream, const char* op, char* err, size_t err_len);
 
-// A driver entry point as cuGetProcAddress returns it for CUDA 12.0 behaviour
-// (the harness uses it for memory and copies), or NULL with a message in err.
+// A driver entry point as cuGetProcAddress returns it for the oldest CUDA the wheel
+// supports (the harness uses it for memory and copies), or NULL with a message in err.
 void* cee_cuda_entry_point(const char* name, char* err, size_t err_len);
 
 // The device code this binary carries, e.g.
-// "SASS sm_75 sm_80 ...; PTX compute_120 (NVRTC 12.9)".
+// "SASS sm_75 sm_80 ...; PTX compute_120 (NVRTC 12.0 + 12.9)".
 const char* cee_cuda_arch_list(void);
 
 #ifdef __cplusplus

@@ -1,6 +1,8 @@
-// Host side of cuda_ext_example: the torch ops, their input checks, the CPU
-// kernels and the CUDA dispatch. Uses only the LibTorch stable ABI
-// (TORCH_TARGET_VERSION 2.10), so one binary loads on every torch >= 2.10.
+// Host side of every declared op: the torch registrations, the input checks, the CPU
+// kernels and the CUDA dispatch, generated from the op table (cee_generated.h, written by
+// the build from ops/*/ops.toml). Op-agnostic: a kernel author never edits this file.
+// Uses only the LibTorch stable ABI (TORCH_TARGET_VERSION 2.10), so one binary loads on
+// every torch >= 2.10.
 //
 // Built by zig (clang + its own static libc++) against glibc 2.17. Because our
 // C++ runtime is not torch's, no C++ exception may cross into libtorch: every
@@ -28,8 +30,36 @@
 #include <exception>
 #include <string>
 
-#include "add_as_torch.h"
-#include "launcher.h"
+#include "element_math.h"
+
+// torch's 16-bit floats compute in float and round to nearest even (their float
+// constructors do), as torch's own kernels do: element_math.h's rule for them.
+namespace cee {
+template <>
+struct Compute<c10::Half> {
+  typedef float type;
+  static float in(c10::Half x) { return static_cast<float>(x); }
+  static c10::Half out(float c) { return c10::Half(c); }
+};
+template <>
+struct Compute<c10::BFloat16> {
+  typedef float type;
+  static float in(c10::BFloat16 x) { return static_cast<float>(x); }
+  static c10::BFloat16 out(float c) { return c10::BFloat16(c); }
+};
+}  // namespace cee
+
+// The JIT build (cuda_ext_example/jit.py) registers the same code under another
+// namespace, so it can be loaded next to the installed wheel.
+#ifndef CEE_NAMESPACE
+#define CEE_NAMESPACE cuda_ext_example
+#endif
+#define CEE_STR2(x) #x
+#define CEE_STR(x) CEE_STR2(x)
+#define CEE_NAMESPACE_STR CEE_STR(CEE_NAMESPACE)
+
+#include "cee_generated.h"  // the op table; includes every op's rule.h
+#include "elementwise_launch.h"
 
 namespace {
 
@@ -90,78 +120,102 @@ std::string shape_string(const Tensor& t) {
   return s + "]";
 }
 
-// The dtypes of kernel_table.h, as torch names them.
-bool dtype_supported(ScalarType t, cee_dtype* out) {
+// The core's dtype index of a torch dtype (cee_generated.h), or -1.
+int dtype_index(ScalarType t) {
   switch (t) {
 #define CEE_DTYPE_CASE(id, device_type, size, scalar_type, name) \
-  case ScalarType::scalar_type: *out = CEE_##id; return true;
+  case ScalarType::scalar_type: return CEE_DTYPE_##id;
     CEE_FOR_EACH_DTYPE(CEE_DTYPE_CASE)
 #undef CEE_DTYPE_CASE
-    default: return false;
+    default: return -1;
   }
 }
 
-std::string supported_dtypes() {
-  std::string names;
-#define CEE_DTYPE_NAME(id, device_type, size, scalar_type, name) \
-  names += names.empty() ? "torch." #name : ", torch." #name;
-  CEE_FOR_EACH_DTYPE(CEE_DTYPE_NAME)
-#undef CEE_DTYPE_NAME
-  return names;
+bool op_has_dtype(const cee::OpInfo& op, int dtype) {
+  return dtype >= 0 && op.kernels[dtype] >= 0;  // slot 0: every op has a simple kernel
 }
 
-// Same rules, and the same words, as the fake kernels in
-// cuda_ext_example/ops.py.
-cee_dtype check_inputs(const Tensor& a, const Tensor& b) {
-  if (a.layout() != torch::headeronly::Layout::Strided ||
-      b.layout() != torch::headeronly::Layout::Strided)
-    fail("expected dense (strided) tensors, got a sparse or other layout");
-  if (!(a.device() == b.device()))
-    fail("expected both tensors on the same device, got a on " +
-         device_name(a.device()) + " and b on " + device_name(b.device()));
-  if (a.scalar_type() != b.scalar_type())
-    fail("expected both tensors to have the same dtype, got a " +
-         dtype_name(a.scalar_type()) + " and b " + dtype_name(b.scalar_type()));
-  cee_dtype dtype;
-  if (!dtype_supported(a.scalar_type(), &dtype))
-    fail("unsupported dtype " + dtype_name(a.scalar_type()) +
-         "; supported: " + supported_dtypes());
-  bool same_shape = a.dim() == b.dim();
-  for (int64_t d = 0; same_shape && d < a.dim(); ++d)
-    same_shape = a.size(d) == b.size(d);
-  if (!same_shape)
-    fail("expected tensors of the same shape (no broadcasting), got a " +
-         shape_string(a) + " and b " + shape_string(b));
+std::string supported_dtypes(const cee::OpInfo& op) {
+  static const char* const names[] = {
+#define CEE_DTYPE_NAME(id, device_type, size, scalar_type, name) "torch." #name,
+      CEE_FOR_EACH_DTYPE(CEE_DTYPE_NAME)
+#undef CEE_DTYPE_NAME
+  };
+  std::string out;
+  for (int d = 0; d < CEE_NUM_DTYPES; ++d)
+    if (op_has_dtype(op, d)) out += (out.empty() ? "" : ", ") + std::string(names[d]);
+  return out;
+}
+
+bool same_shape(const Tensor& a, const Tensor& b) {
+  if (a.dim() != b.dim()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.size(d) != b.size(d)) return false;
+  return true;
+}
+
+// The one set of input rules for every op, said in the op's own input names. The fake
+// kernels (cuda_ext_example/ops.py) state the same rules for torch.compile; a test
+// compares the two messages case by case.
+template <int N>
+int check_inputs(const cee::OpInfo& op, const Tensor (&in)[N]) {
+  const char* both = N == 2 ? "both" : "all";
+  const std::string first = op.inputs[0];
+  for (int k = 0; k < N; ++k)
+    if (in[k].layout() != torch::headeronly::Layout::Strided)
+      fail("expected dense (strided) tensors, got a sparse or other layout");
+  for (int k = 1; k < N; ++k)
+    if (!(in[k].device() == in[0].device()))
+      fail(std::string("expected ") + both + " tensors on the same device, got " + first +
+           " on " + device_name(in[0].device()) + " and " + op.inputs[k] + " on " +
+           device_name(in[k].device()));
+  for (int k = 1; k < N; ++k)
+    if (in[k].scalar_type() != in[0].scalar_type())
+      fail(std::string("expected ") + both + " tensors to have the same dtype, got " + first +
+           " " + dtype_name(in[0].scalar_type()) + " and " + op.inputs[k] + " " +
+           dtype_name(in[k].scalar_type()));
+  const int dtype = dtype_index(in[0].scalar_type());
+  if (!op_has_dtype(op, dtype))
+    fail("unsupported dtype " + dtype_name(in[0].scalar_type()) +
+         "; supported: " + supported_dtypes(op));
+  for (int k = 1; k < N; ++k)
+    if (!same_shape(in[0], in[k]))
+      fail("expected tensors of the same shape (no broadcasting), got " + first + " " +
+           shape_string(in[0]) + " and " + op.inputs[k] + " " + shape_string(in[k]));
   return dtype;
 }
 
 // ---------------------------------------------------------------- CPU kernels
 
-template <typename T>
-void cpu_add_typed(const void* a, const void* b, void* out, int64_t n) {
-  const T* ta = static_cast<const T*>(a);
-  const T* tb = static_cast<const T*>(b);
+typedef void (*CpuKernel)(const void* const* in, void* out, int64_t n);
+
+// The op's rule over n elements, in torch's thread pool (vectorizing is the compiler's
+// job here). The callback runs inside that pool: it must never throw.
+template <typename Rule, typename T, int N>
+void cpu_elementwise(const void* const* in, void* out, int64_t n) {
+  const T* p[N];
+  for (int k = 0; k < N; ++k) p[k] = static_cast<const T*>(in[k]);
   T* to = static_cast<T*>(out);
-  // The callback runs inside torch's thread pool: it must never throw.
-  torch::stable::parallel_for(0, n, kCpuGrainSize,
-                              [=](int64_t begin, int64_t end) noexcept {
-                                for (int64_t i = begin; i < end; ++i)
-                                  to[i] = cee::add_as_torch(ta[i], tb[i]);
-                              });
+  torch::stable::parallel_for(0, n, kCpuGrainSize, [=](int64_t begin, int64_t end) noexcept {
+    for (int64_t i = begin; i < end; ++i) {
+      T v[N];
+      for (int k = 0; k < N; ++k) v[k] = p[k][i];
+      to[i] = cee::apply_rule<Rule>(v);
+    }
+  });
 }
 
-void cpu_add(cee_dtype dtype, const void* a, const void* b, void* out,
-             int64_t n) {
+template <typename Rule, int N>
+CpuKernel cpu_kernel(int dtype) {
   switch (dtype) {
-#define CEE_CPU_CASE(id, device_type, size, scalar_type, name)               \
-  case CEE_##id:                                                             \
-    return cpu_add_typed<                                                    \
-        c10::impl::ScalarTypeToCPPTypeT<ScalarType::scalar_type>>(a, b, out, \
-                                                                  n);
+#define CEE_CPU_CASE(id, device_type, size, scalar_type, name) \
+  case CEE_DTYPE_##id:                                         \
+    return &cpu_elementwise<                                   \
+        Rule, c10::impl::ScalarTypeToCPPTypeT<ScalarType::scalar_type>, N>;
     CEE_FOR_EACH_DTYPE(CEE_CPU_CASE)
 #undef CEE_CPU_CASE
-    case CEE_NUM_DTYPES: break;
   }
+  return nullptr;
 }
 
 // ------------------------------------------------------------- CUDA dispatch
@@ -193,28 +247,7 @@ GetCurrentCudaStream require_cuda_torch() {
   return get_stream;
 }
 
-void cuda_add(GetCurrentCudaStream get_stream, cee_kernel kernel,
-              const char* op, cee_dtype dtype, const Tensor& a, const Tensor& b,
-              Tensor& out) {
-  const int32_t device = a.get_device_index();
-  torch::stable::accelerator::DeviceGuard guard(device);
-  void* stream = nullptr;
-  if (get_stream(device, &stream) != AOTI_TORCH_SUCCESS)
-    fail("could not get torch's current CUDA stream for cuda:" +
-         std::to_string(device));
-  char err[1024] = {0};
-  if (cee_cuda_add(kernel, dtype, a.const_data_ptr(), b.const_data_ptr(),
-                   out.mutable_data_ptr(), out.numel(), device, stream, op, err,
-                   sizeof err) != 0)
-    throw std::runtime_error(err);  // already names the op
-}
-
 // ----------------------------------------------------------------- the ops
-
-struct Prepared {
-  cee_dtype dtype;
-  Tensor a, b, out;
-};
 
 // A new contiguous tensor like `t`. aoti_torch_empty_strided calls
 // at::empty_strided directly: a boxed dispatcher call
@@ -239,45 +272,62 @@ Tensor empty_like_contiguous(const Tensor& t) {
   return Tensor(handle);
 }
 
-// Checks, packs non-contiguous inputs (transposes, strided slices; an offset
-// slice like x[1:] stays as it is, the kernels handle its alignment) and
-// allocates the contiguous output.
-Prepared prepare(const Tensor& a, const Tensor& b) {
-  const cee_dtype dtype = check_inputs(a, b);
-  Tensor ac = a.is_contiguous() ? a : torch::stable::contiguous(a);
-  Tensor bc = b.is_contiguous() ? b : torch::stable::contiguous(b);
-  return {dtype, ac, bc, empty_like_contiguous(ac)};
-}
-
-// The CPU kernel serves both ops: vectorizing is the compiler's job there.
-Tensor add_cpu(Tensor a, Tensor b) {
-  Prepared p = prepare(a, b);
-  if (p.out.numel() > 0)
-    cpu_add(p.dtype, p.a.const_data_ptr(), p.b.const_data_ptr(),
-            p.out.mutable_data_ptr(), p.out.numel());
-  return p.out;
-}
-
-Tensor add_cuda(const Tensor& a, const Tensor& b, cee_kernel kernel,
-                const char* op) {
+// Checks the inputs, packs non-contiguous ones (transposes, strided slices; an offset
+// slice like x[1:] stays as it is, the kernels handle its alignment) and allocates the
+// contiguous output; then the CPU kernel or the CUDA launch.
+template <typename Rule, int N, bool kCuda>
+Tensor run_elementwise(const cee::OpInfo& op, Tensor (&in)[N]) {
   // First: on a CPU-only torch, say that and only that.
-  const GetCurrentCudaStream get_stream = require_cuda_torch();
-  Prepared p = prepare(a, b);
-  if (!p.a.is_cuda())
-    fail("the CUDA kernel got tensors on " + device_name(p.a.device()));
-  cuda_add(get_stream, kernel, op, p.dtype, p.a, p.b, p.out);
-  return p.out;
+  const GetCurrentCudaStream get_stream = kCuda ? require_cuda_torch() : nullptr;
+  const int dtype = check_inputs(op, in);
+  for (int k = 0; k < N; ++k)
+    if (!in[k].is_contiguous()) in[k] = torch::stable::contiguous(in[k]);
+  Tensor out = empty_like_contiguous(in[0]);
+  const int64_t n = out.numel();
+  if (n == 0) return out;
+  const void* data[N];
+  for (int k = 0; k < N; ++k) data[k] = in[k].const_data_ptr();
+  if (!kCuda) {
+    cpu_kernel<Rule, N>(dtype)(data, out.mutable_data_ptr(), n);
+    return out;
+  }
+  if (!in[0].is_cuda()) fail("the CUDA kernel got tensors on " + device_name(in[0].device()));
+  const int32_t device = in[0].get_device_index();
+  torch::stable::accelerator::DeviceGuard guard(device);
+  void* stream = nullptr;
+  if (get_stream(device, &stream) != AOTI_TORCH_SUCCESS)
+    fail("could not get torch's current CUDA stream for cuda:" + std::to_string(device));
+  char err[1024] = {0};
+  if (cee::launch_elementwise(op, dtype, data, out.mutable_data_ptr(), n, device, stream, err,
+                              sizeof err) != 0)
+    throw std::runtime_error(err);  // already names the op
+  return out;
 }
 
-constexpr char kMyAdd[] = "cuda_ext_example.my_add";
-constexpr char kMyFastAdd[] = "cuda_ext_example.my_fast_add";
-
-Tensor my_add_cuda(Tensor a, Tensor b) {
-  return add_cuda(a, b, CEE_KERNEL_SIMPLE, kMyAdd);
-}
-Tensor my_fast_add_cuda(Tensor a, Tensor b) {
-  return add_cuda(a, b, CEE_KERNEL_VECTORIZED, kMyFastAdd);
-}
+// The typed functions torch boxes, one per arity.
+template <int N, const cee::OpInfo* op, typename Rule, bool kCuda>
+struct Entry;
+template <const cee::OpInfo* op, typename Rule, bool kCuda>
+struct Entry<1, op, Rule, kCuda> {
+  static Tensor call(Tensor x) {
+    Tensor in[1] = {x};
+    return run_elementwise<Rule, 1, kCuda>(*op, in);
+  }
+};
+template <const cee::OpInfo* op, typename Rule, bool kCuda>
+struct Entry<2, op, Rule, kCuda> {
+  static Tensor call(Tensor a, Tensor b) {
+    Tensor in[2] = {a, b};
+    return run_elementwise<Rule, 2, kCuda>(*op, in);
+  }
+};
+template <const cee::OpInfo* op, typename Rule, bool kCuda>
+struct Entry<3, op, Rule, kCuda> {
+  static Tensor call(Tensor a, Tensor b, Tensor c) {
+    Tensor in[3] = {a, b, c};
+    return run_elementwise<Rule, 3, kCuda>(*op, in);
+  }
+};
 
 // ------------------------------------------------- the exception boundary
 
@@ -309,36 +359,42 @@ __attribute__((noinline)) bool run_catching(
 // What torch calls. No object with a destructor is alive here when
 // aoti_torch_check throws, so torch's exception unwinds through this frame
 // without touching our C++ runtime.
-template <BoxedKernel kernel, const char* op>
+template <BoxedKernel kernel, const cee::OpInfo* op>
 void guarded(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   char message[2048];
-  if (run_catching(kernel, stack, num_args, num_outputs, op, message,
+  if (run_catching(kernel, stack, num_args, num_outputs, op->qualname, message,
                    sizeof message))
     return;
-  aoti_torch_check(false, op, __FILE__, __LINE__, message);
+  aoti_torch_check(false, op->qualname, __FILE__, __LINE__, message);
 }
+
+// Each op's CPU and CUDA function, boxed for torch.
+#define CEE_BOXED(name, rule, arity, schema)                                        \
+  constexpr auto cpu_##name = &Entry<arity, &cee_op_##name, rule, false>::call;     \
+  constexpr auto cuda_##name = &Entry<arity, &cee_op_##name, rule, true>::call;     \
+  constexpr BoxedKernel boxed_cpu_##name = &guarded<TORCH_BOX(cpu_##name), &cee_op_##name>; \
+  constexpr BoxedKernel boxed_cuda_##name = &guarded<TORCH_BOX(cuda_##name), &cee_op_##name>;
+CEE_FOR_EACH_OP(CEE_BOXED)
+#undef CEE_BOXED
 
 }  // namespace
 
-// The JIT build (cuda_ext_example/jit.py) registers the same code under another
-// namespace, so it can be loaded next to the installed wheel.
-#ifndef CEE_NAMESPACE
-#define CEE_NAMESPACE cuda_ext_example
-#endif
-
 STABLE_TORCH_LIBRARY(CEE_NAMESPACE, m) {
-  m.def("my_add(Tensor a, Tensor b) -> Tensor");
-  m.def("my_fast_add(Tensor a, Tensor b) -> Tensor");
+#define CEE_DEF(name, rule, arity, schema) m.def(schema);
+  CEE_FOR_EACH_OP(CEE_DEF)
+#undef CEE_DEF
 }
 
 STABLE_TORCH_LIBRARY_IMPL(CEE_NAMESPACE, CPU, m) {
-  m.impl("my_add", &guarded<TORCH_BOX(&add_cpu), kMyAdd>);
-  m.impl("my_fast_add", &guarded<TORCH_BOX(&add_cpu), kMyFastAdd>);
+#define CEE_IMPL(name, rule, arity, schema) m.impl(#name, boxed_cpu_##name);
+  CEE_FOR_EACH_OP(CEE_IMPL)
+#undef CEE_IMPL
 }
 
 STABLE_TORCH_LIBRARY_IMPL(CEE_NAMESPACE, CUDA, m) {
-  m.impl("my_add", &guarded<TORCH_BOX(&my_add_cuda), kMyAdd>);
-  m.impl("my_fast_add", &guarded<TORCH_BOX(&my_fast_add_cuda), kMyFastAdd>);
+#define CEE_IMPL(name, rule, arity, schema) m.impl(#name, boxed_cuda_##name);
+  CEE_FOR_EACH_OP(CEE_IMPL)
+#undef CEE_IMPL
 }
 
 // The Python module: empty, importing it runs the registrations above.

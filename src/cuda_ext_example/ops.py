@@ -1,55 +1,71 @@
-"""Python face of the ops: typed wrappers, fake kernels (torch.compile) and autograd.
+"""Python face of the declared ops, made from their declarations (ops/*/ops.toml, which the
+build writes into the build record): typed wrappers, fake kernels (torch.compile),
+autograd, and the torch.func rules (vmap batching, forward-mode AD).
 
-The ops themselves (schema, CPU and CUDA kernels, input checks) are registered
-by the compiled extension through the LibTorch stable ABI; this module adds
-what is naturally Python: fake tensor propagation and the backward formula.
+The ops themselves (schema, CPU and CUDA kernels, input checks) are registered by the
+compiled extension through the LibTorch stable ABI. Nothing here names an op: a new
+declaration gets all of it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 
 from ._build_info import load_build_info
 
 NAMESPACE = "cuda_ext_example"
-OP_NAMES = ("my_add", "my_fast_add")
+_RECORD = load_build_info() or {}
+# name -> {"inputs": [...], "doc": ..., "derivatives": {input: expression} or None, ...}
+DECLARATIONS: dict[str, dict] = {op["name"]: op for op in _RECORD.get("ops", [])}
+OP_NAMES = tuple(DECLARATIONS)
 
-# The dtypes of csrc/kernel_table.h, which the build writes into the build record.
-SUPPORTED_DTYPES = tuple(getattr(torch, name) for name in load_build_info()["dtypes"])
+# The dtypes of pyproject.toml's elementwise core, which the build writes into the record.
+SUPPORTED_DTYPES = tuple(getattr(torch, name) for name in _RECORD.get("dtypes", []))
 
 
-def check_inputs(op: str, a: torch.Tensor, b: torch.Tensor) -> None:
-    """The checks of csrc/ops.cpp check_inputs, with the same messages, for fake tensors."""
-    prefix = f"{NAMESPACE}.{op}"
-    if a.layout != torch.strided or b.layout != torch.strided:
+def check_inputs(op: dict, *tensors: torch.Tensor, namespace: str = NAMESPACE) -> None:
+    """The rules of csrc/ops.cpp check_inputs, with the same messages, for fake tensors
+    (tests/test_errors.py compares the two case by case)."""
+    prefix = f"{namespace}.{op['name']}"
+    names = op["inputs"]
+    both = "both" if len(tensors) == 2 else "all"
+    first = tensors[0]
+    if any(t.layout != torch.strided for t in tensors):
         raise RuntimeError(
             f"{prefix}: expected dense (strided) tensors, got a sparse or other layout"
         )
-    if a.device != b.device:
-        raise RuntimeError(
-            f"{prefix}: expected both tensors on the same device, "
-            f"got a on {a.device} and b on {b.device}"
-        )
-    if a.dtype != b.dtype:
-        raise RuntimeError(
-            f"{prefix}: expected both tensors to have the same dtype, "
-            f"got a {a.dtype} and b {b.dtype}"
-        )
-    if a.dtype not in SUPPORTED_DTYPES:
-        supported = ", ".join(str(d) for d in SUPPORTED_DTYPES)
-        raise RuntimeError(f"{prefix}: unsupported dtype {a.dtype}; supported: {supported}")
-    if a.shape != b.shape:
-        raise RuntimeError(
-            f"{prefix}: expected tensors of the same shape (no broadcasting), "
-            f"got a {list(a.shape)} and b {list(b.shape)}"
-        )
+    for name, t in zip(names[1:], tensors[1:]):
+        if t.device != first.device:
+            raise RuntimeError(
+                f"{prefix}: expected {both} tensors on the same device, "
+                f"got {names[0]} on {first.device} and {name} on {t.device}"
+            )
+    for name, t in zip(names[1:], tensors[1:]):
+        if t.dtype != first.dtype:
+            raise RuntimeError(
+                f"{prefix}: expected {both} tensors to have the same dtype, "
+                f"got {names[0]} {first.dtype} and {name} {t.dtype}"
+            )
+    dtypes = [getattr(torch, d) for d in op["dtypes"]]
+    if first.dtype not in dtypes:
+        supported = ", ".join(str(d) for d in dtypes)
+        raise RuntimeError(f"{prefix}: unsupported dtype {first.dtype}; supported: {supported}")
+    for name, t in zip(names[1:], tensors[1:]):
+        if t.shape != first.shape:
+            raise RuntimeError(
+                f"{prefix}: expected tensors of the same shape (no broadcasting), "
+                f"got {names[0]} {list(first.shape)} and {name} {list(t.shape)}"
+            )
 
 
-def _check_types(op: str, a: object, b: object) -> None:
-    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+def _check_types(op: dict, args: tuple, namespace: str = NAMESPACE) -> None:
+    if len(args) != len(op["inputs"]) or not all(isinstance(a, torch.Tensor) for a in args):
+        got = ", ".join(type(a).__name__ for a in args)
         raise TypeError(
-            f"{NAMESPACE}.{op}: expected two torch.Tensor arguments, "
-            f"got {type(a).__name__} and {type(b).__name__}"
+            f"{namespace}.{op['name']}: expected {len(op['inputs'])} torch.Tensor "
+            f"argument(s) ({', '.join(op['inputs'])}), got ({got})"
         )
 
 
@@ -62,76 +78,203 @@ def _below_autograd(overload, torch_c=torch._C):
     return (direct, guard) if direct is not None and guard is not None else None
 
 
-def _make_wrapper(op: str, doc: str, torch_c=torch._C):
-    """The Python function for torch.ops.<NAMESPACE>.<op>, lean on the host.
+def _transforms_active(torch_c=torch._C) -> Callable[[], bool]:
+    """A check for what the wrapper's fast path would get wrong: a torch.func transform
+    (vmap, grad, jvp) or forward-mode AD (dual tensors), whose tangents it would drop."""
+    functorch = getattr(torch_c, "_are_functorch_transforms_active", None)
+    forward_ad = torch.autograd.forward_ad
 
-    A call that builds no autograd graph skips the Python autograd kernel that
-    register_autograd installs (microseconds per call, which launch-bound callers
-    notice) and calls the C++ callable behind the OpOverload below autograd.
-    Tracing (torch.compile) and graph-building calls take the full OpOverload path.
-    The argument types are checked only when the call fails: on the fast path they
-    cost time and the dispatcher checks them anyway.
+    def active() -> bool:
+        return forward_ad._current_level >= 0 or (functorch is None or functorch())
+
+    return active
+
+
+def make_wrapper(op: dict, namespace: str = NAMESPACE, torch_c=torch._C, function=None):
+    """The Python function for torch.ops.<namespace>.<op>, lean on the host.
+
+    A call that builds no autograd graph skips the Python autograd kernel and calls the
+    C++ callable behind the OpOverload below autograd (microseconds per call, which
+    launch-bound callers notice). Tracing (torch.compile) and graph-building calls take
+    the OpOverload; torch.func transforms and forward-mode AD take `function` (the op's
+    autograd.Function, applied here, above the dispatcher, where torch.func handles it).
+    The argument types are checked only when the call fails: the dispatcher checks them.
     """
-    overload = getattr(getattr(torch.ops, NAMESPACE), op).default
+    overload = getattr(getattr(torch.ops, namespace), op["name"]).default
+    transformed = function.apply if function is not None else overload
     fast = _below_autograd(overload, torch_c)
     direct, below_autograd = fast or (overload, None)
     grad_enabled = torch.is_grad_enabled
     is_compiling = torch.compiler.is_compiling
+    transforms_active = _transforms_active(torch_c)
 
-    def wrapper(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    def wrapper(*args: torch.Tensor) -> torch.Tensor:
         try:
-            if (
-                below_autograd is None
-                or is_compiling()
-                or (grad_enabled() and (a.requires_grad or b.requires_grad))
-            ):
-                return overload(a, b)
+            if is_compiling():
+                return overload(*args)
+            if transforms_active():
+                return transformed(*args)
+            if below_autograd is None or (grad_enabled() and any(a.requires_grad for a in args)):
+                return overload(*args)
             with below_autograd():
-                return direct(a, b)
-        except (AttributeError, RuntimeError):
-            _check_types(op, a, b)  # a non-tensor argument: say so as a TypeError
+                return direct(*args)
+        except (AttributeError, RuntimeError, TypeError):
+            _check_types(op, args, namespace)  # a non-tensor argument: say so as a TypeError
             raise
 
-    wrapper.__name__ = wrapper.__qualname__ = op
-    wrapper.__doc__ = doc
+    wrapper.__name__ = wrapper.__qualname__ = op["name"]
+    wrapper.__doc__ = f"{op['name']}({', '.join(op['inputs'])})\n\n{op['doc']}"
     return wrapper
 
 
-my_add = _make_wrapper(
-    "my_add",
-    """a + b with the simple one-element-per-thread CUDA kernel (or the CPU kernel).
-
-    Both tensors must have the same shape, dtype and device. Returns a new
-    contiguous tensor equal to ``torch.add(a, b)``.
-    """,
-)
-my_fast_add = _make_wrapper(
-    "my_fast_add",
-    """a + b with the vectorized CUDA kernel (or the CPU kernel).
-
-    16-byte vector loads/stores; past 64 MiB per tensor, 8-byte accesses, which
-    stream faster there. Same contract as :func:`my_add`; any size, offset or
-    layout is accepted.
-    """,
-)
+# ------------------------------------------------------- autograd and torch.func
 
 
-def _make_fake(op: str):
-    def fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        check_inputs(op, a, b)
-        return a.new_empty(a.shape)  # contiguous, like the real kernels' output
+class _Derivatives:
+    """The declared partial derivatives d(out)/d(input), Python expressions of the inputs
+    evaluated with torch ops (so they are differentiable again: hessians work)."""
+
+    def __init__(self, op: dict):
+        self.inputs = op["inputs"]
+        source = f"ops/{op['name']} [derivatives]"
+        self.code = {
+            name: compile(expr, f"{source} {name}", "eval")
+            for name, expr in (op["derivatives"] or {}).items()
+        }
+
+    def partials(self, values: tuple[torch.Tensor, ...]) -> list:
+        scope = {"torch": torch, **dict(zip(self.inputs, values))}
+        return [eval(self.code[name], scope) for name in self.inputs]  # noqa: S307 - ours
+
+
+def _times(value, partial):
+    """value * partial, skipping the multiplication by a constant 1 (add's derivatives)."""
+    if isinstance(partial, (int, float)) and partial == 1:
+        return value
+    return value * partial
+
+
+def make_function(op: dict, overload) -> type[torch.autograd.Function]:
+    """The op as an autograd.Function: backward and jvp from the declared derivatives, a
+    vmap rule generated by torch (the forward calls the op, which has a batching rule)."""
+    derivatives = _Derivatives(op)
+
+    class Function(torch.autograd.Function):
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(*args):
+            with torch._C._AutoDispatchBelowAutograd():
+                return overload(*args)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(*inputs)
+            ctx.save_for_forward(*inputs)
+
+        @staticmethod
+        def backward(ctx, grad):
+            partials = derivatives.partials(ctx.saved_tensors)
+            return tuple(
+                _times(grad, p) if needed else None
+                for p, needed in zip(partials, ctx.needs_input_grad)
+            )
+
+        @staticmethod
+        def jvp(ctx, *tangents):
+            partials = derivatives.partials(ctx.saved_tensors)
+            terms = [_times(t, p) for t, p in zip(tangents, partials) if t is not None]
+            total = terms[0]
+            for term in terms[1:]:
+                total = total + term
+            return total
+
+    Function.__name__ = Function.__qualname__ = f"{op['name']}_function"
+    return Function
+
+
+def make_autograd_kernel(op: dict, overload, namespace: str):
+    """torch.ops.<namespace>.<op>'s autograd: backward from the declared derivatives
+    (plain autograd, torch.compile's AOTAutograd, opcheck). torch.func transforms and
+    forward-mode AD reach an op's autograd kernel below the point where torch.func can
+    handle an autograd.Function, and would get a zero tangent there: they get an error
+    naming the Python function that supports them."""
+    derivatives = _Derivatives(op) if op["derivatives"] is not None else None
+    transforms_active = _transforms_active()
+    qualname = f"{namespace}.{op['name']}"
+
+    class Backward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            ctx.save_for_backward(*args)
+            with torch._C._AutoDispatchBelowAutograd():
+                return overload(*args)
+
+        @staticmethod
+        def backward(ctx, grad):
+            partials = derivatives.partials(ctx.saved_tensors)
+            return tuple(
+                _times(grad, p) if needed else None
+                for p, needed in zip(partials, ctx.needs_input_grad)
+            )
+
+    def kernel(*args):
+        if transforms_active():
+            raise RuntimeError(
+                f"torch.ops.{qualname}: torch.func transforms (grad, jvp, jacrev, ...) and "
+                f"forward-mode AD need the Python function {namespace}.{op['name']}, which "
+                "carries the op's derivatives; call that instead"
+            )
+        if torch.is_grad_enabled() and any(a.requires_grad for a in args):
+            if derivatives is None:
+                raise RuntimeError(
+                    f"{qualname}: has no derivative (its ops.toml declares none), so it "
+                    "cannot be differentiated"
+                )
+            return Backward.apply(*args)
+        with torch._C._AutoDispatchBelowAutograd():
+            return overload(*args)
+
+    return kernel
+
+
+def make_vmap_rule(overload):
+    """Batching rule: inputs of one shape, so move each batch dimension to the front,
+    expand the unbatched inputs to the batch, call the op once."""
+
+    def rule(info, in_dims, *args):
+        moved = [
+            a.movedim(d, 0) if d is not None else a.expand(info.batch_size, *a.shape)
+            for a, d in zip(args, in_dims)
+        ]
+        return overload(*moved), 0
+
+    return rule
+
+
+def make_fake(op: dict, namespace: str):
+    def fake(*tensors: torch.Tensor) -> torch.Tensor:
+        check_inputs(op, *tensors, namespace=namespace)
+        return tensors[0].new_empty(tensors[0].shape)  # contiguous, like the real output
 
     return fake
 
 
-def _backward(ctx, grad: torch.Tensor):
-    # d(a + b)/da = d(a + b)/db = 1
-    return grad, grad
+_LIBRARIES: list = []  # the registrations live as long as their Library object
 
 
-def register_python_parts(namespace: str = NAMESPACE) -> None:
-    """Fake kernels and autograd for the ops of `namespace` (the JIT build has its own)."""
-    for op in OP_NAMES:
-        qualname = f"{namespace}::{op}"
-        torch.library.register_fake(qualname, _make_fake(op))
-        torch.library.register_autograd(qualname, _backward)
+def register_python_parts(namespace: str = NAMESPACE) -> dict[str, Callable]:
+    """Fake kernels, autograd, vmap rules for every declared op of `namespace` (the JIT
+    build has its own); returns the Python wrappers by op name."""
+    library = torch.library.Library(namespace, "IMPL")
+    _LIBRARIES.append(library)
+    wrappers = {}
+    for name, op in DECLARATIONS.items():
+        qualname = f"{namespace}::{name}"
+        overload = getattr(getattr(torch.ops, namespace), name).default
+        torch.library.register_fake(qualname, make_fake(op, namespace))
+        torch.library.register_vmap(qualname, make_vmap_rule(overload))
+        library.impl(name, make_autograd_kernel(op, overload, namespace), "Autograd")
+        function = make_function(op, overload) if op["derivatives"] is not None else None
+        wrappers[name] = make_wrapper(op, namespace, function=function)
+    return wrappers
