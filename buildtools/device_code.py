@@ -25,7 +25,6 @@ import contextlib
 import ctypes
 import multiprocessing
 import os
-import re
 import sys
 import sysconfig
 from concurrent.futures import ProcessPoolExecutor
@@ -367,7 +366,9 @@ def generated_header(code: DeviceCode, arch_summary: str, cfg: config.BuildConfi
             for d in ew.dtypes
         ),
         "",
-        "enum { " + "".join(f"CEE_DTYPE_{d.name.upper()}, " for d in ew.dtypes) + "CEE_NUM_DTYPES };",
+        "enum { "
+        + "".join(f"CEE_DTYPE_{d.name.upper()}, " for d in ew.dtypes)
+        + "CEE_NUM_DTYPES };",
         "static const int cee_dtype_sizes[CEE_NUM_DTYPES] = {"
         + ", ".join(str(d.size) for d in ew.dtypes)
         + "};",

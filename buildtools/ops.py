@@ -127,9 +127,7 @@ def elementwise(pyproject: Path = config.ROOT / "pyproject.toml") -> Elementwise
             "pyproject.toml elementwise.vectorized: the last shape must have no up-to-bytes "
             "(it takes every larger tensor)"
         )
-    return Elementwise(
-        tuple(DTYPES[d] for d in table["dtypes"]), table["simple-block"], shapes
-    )
+    return Elementwise(tuple(DTYPES[d] for d in table["dtypes"]), table["simple-block"], shapes)
 
 
 def _fail(path: Path, problem: str) -> None:
@@ -220,7 +218,9 @@ def instances(ops: list[Op], ew: Elementwise) -> list[Instance]:
                 continue
             t = dtype.device_type
             out.append(
-                Instance(op.name, 0, dtype, f"cee::elementwise_simple<cee_ops::{op.rule}, {t}, {n}>")
+                Instance(
+                    op.name, 0, dtype, f"cee::elementwise_simple<cee_ops::{op.rule}, {t}, {n}>"
+                )
             )
             if op.kernel != "vectorized":
                 continue

@@ -1,11 +1,10 @@
 // Standalone debug harness: the product's own fatbin through the product's own
-// launcher (csrc/launcher.cpp), with no torch, every result checked against a
-// host reference. Build with `make cpp` (here, no GPU needed), run it on a GPU
-// machine:
+// launcher (csrc/launcher.cpp, csrc/elementwise_launch.h), with no torch, every result of
+// every declared op checked against the same rule (ops/*/rule.h) run on the host. Build
+// with `make cpp` (here, no GPU needed), run it on a GPU machine:
 //
-//   build/cpp/cee_harness        all dtypes, sizes and offsets; exit 0 iff all
-//                                match
-//   build/cpp/cee_harness N      one float32 case of N elements, both kernels
+//   build/cpp/cee_harness        every op, dtype, size and offset; exit 0 iff all match
+//   build/cpp/cee_harness N      one float32 case of N elements, every op
 //
 // Exit codes: 0 all correct, 1 a mismatch, 2 a CUDA error (message printed).
 // Memory and copies use driver entry points handed out by the launcher.
@@ -20,20 +19,18 @@
 #include <type_traits>
 #include <vector>
 
-#include "add_as_torch.h"
-#include "launcher.h"
+#include "element_math.h"
 
-namespace {
-
-// Host reference for each dtype of kernel_table.h: floats of 2 bytes are
-// carried as their bits (float16, bfloat16) and added in float32, rounded to
-// nearest even; integers wrap.
+// Floats of 2 bytes are carried as their bits; element_math.h computes them in float32,
+// rounded to nearest even, through the Compute specializations below.
 struct Half {
   uint16_t bits;
 };
 struct BFloat16 {
   uint16_t bits;
 };
+
+namespace {
 
 float bits_to_float(uint32_t bits) {
   float f;
@@ -63,19 +60,30 @@ Half to_half(float f) {
   return h;
 }
 
-template <typename T>
-T host_add(T a, T b) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return to_half(to_float(a) + to_float(b));
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return to_bfloat16(to_float(a) + to_float(b));
-  } else {
-    return cee::add_as_torch(a, b);
-  }
-}
+}  // namespace
 
-// The harness's host type for each dtype of kernel_table.h, by torch's name (a
-// dtype added to the table fails to compile here until it is given one).
+namespace cee {
+template <>
+struct Compute<Half> {
+  typedef float type;
+  static float in(Half x) { return to_float(x); }
+  static Half out(float c) { return to_half(c); }
+};
+template <>
+struct Compute<BFloat16> {
+  typedef float type;
+  static float in(BFloat16 x) { return to_float(x); }
+  static BFloat16 out(float c) { return to_bfloat16(c); }
+};
+}  // namespace cee
+
+#include "cee_generated.h"  // the op table; includes every op's rule.h
+#include "elementwise_launch.h"
+
+namespace {
+
+// The harness's host type for each dtype of the core, by torch's name (a dtype added to
+// pyproject.toml fails to compile here until it is given one).
 typedef Half HostType_float16;
 typedef BFloat16 HostType_bfloat16;
 typedef float HostType_float32;
@@ -124,28 +132,28 @@ void check(CUresult status, const char* what) {
   std::exit(2);
 }
 
-// Runs one case; returns the number of wrong elements (exits on CUDA errors).
-template <typename T>
-int64_t run_case(cee_dtype dtype, const char* name, cee_kernel kernel,
-                 int64_t n, int64_t offset, std::mt19937_64& rng) {
-  std::vector<T> a(n + offset), b(n + offset), out(n + offset);
-  for (auto& x : a) x = random_value<T>(rng);
-  for (auto& x : b) x = random_value<T>(rng);
+// Runs one case of one op; returns the number of wrong elements (exits on CUDA errors).
+template <typename Rule, int N, typename T>
+int64_t run_case(const cee::OpInfo& op, int dtype, const char* name, int64_t n,
+                 int64_t offset, std::mt19937_64& rng) {
   const size_t bytes = (n + offset) * sizeof(T);
-  CUdeviceptr da, db, dout;
-  check(driver.mem_alloc(&da, bytes), "cuMemAlloc");
-  check(driver.mem_alloc(&db, bytes), "cuMemAlloc");
+  std::vector<T> in[N], out(n + offset);
+  CUdeviceptr din[N], dout;
+  const void* args[N];
+  for (int k = 0; k < N; ++k) {
+    in[k].resize(n + offset);
+    for (auto& x : in[k]) x = random_value<T>(rng);
+    check(driver.mem_alloc(&din[k], bytes), "cuMemAlloc");
+    check(driver.htod(din[k], in[k].data(), bytes), "cuMemcpyHtoD");
+    args[k] = (const void*)(din[k] + offset * sizeof(T));
+  }
   check(driver.mem_alloc(&dout, bytes), "cuMemAlloc");
-  check(driver.htod(da, a.data(), bytes), "cuMemcpyHtoD");
-  check(driver.htod(db, b.data(), bytes), "cuMemcpyHtoD");
   std::vector<T> poison(n + offset);
   std::memset(poison.data(), 0xff, bytes);  // unwritten output shows
   check(driver.htod(dout, poison.data(), bytes), "cuMemcpyHtoD");
   char err[1024] = {0};
-  const size_t skip = offset * sizeof(T);
-  if (cee_cuda_add(kernel, dtype, (const void*)(da + skip),
-                   (const void*)(db + skip), (void*)(dout + skip), n, 0,
-                   nullptr, "cee_harness", err, sizeof err) != 0) {
+  if (cee::launch_elementwise(op, dtype, args, (void*)(dout + offset * sizeof(T)), n, 0,
+                              nullptr, err, sizeof err) != 0) {
     std::fprintf(stderr, "%s\n", err);
     std::exit(2);
   }
@@ -153,27 +161,26 @@ int64_t run_case(cee_dtype dtype, const char* name, cee_kernel kernel,
   check(driver.dtoh(out.data(), dout, bytes), "cuMemcpyDtoH");
   int64_t wrong = 0;
   for (int64_t i = 0; i < n; ++i) {
-    T want = host_add(a[offset + i], b[offset + i]);
+    T v[N];
+    for (int k = 0; k < N; ++k) v[k] = in[k][offset + i];
+    T want = cee::apply_rule<Rule>(v);
     if (std::memcmp(&want, &out[offset + i], sizeof(T)) != 0) ++wrong;
   }
-  driver.mem_free(da);
-  driver.mem_free(db);
+  for (int k = 0; k < N; ++k) driver.mem_free(din[k]);
   driver.mem_free(dout);
   if (wrong)
-    std::printf("MISMATCH %s %s n=%lld offset=%lld: %lld wrong\n", name,
-                kernel == CEE_KERNEL_SIMPLE ? "simple" : "vectorized",
+    std::printf("MISMATCH %s %s n=%lld offset=%lld: %lld wrong\n", op.name, name,
                 (long long)n, (long long)offset, (long long)wrong);
   return wrong;
 }
 
-template <typename T>
-int64_t run_dtype(cee_dtype dtype, const char* name, std::mt19937_64& rng,
+template <typename Rule, int N, typename T>
+int64_t run_dtype(const cee::OpInfo& op, int dtype, const char* name, std::mt19937_64& rng,
                   const std::vector<int64_t>& sizes) {
+  if (op.kernels[dtype] < 0) return 0;  // not one of the op's dtypes
   int64_t wrong = 0;
-  for (cee_kernel kernel : {CEE_KERNEL_SIMPLE, CEE_KERNEL_VECTORIZED})
-    for (int64_t n : sizes)
-      for (int64_t offset : {0, 1, 3})
-        wrong += run_case<T>(dtype, name, kernel, n, offset, rng);
+  for (int64_t n : sizes)
+    for (int64_t offset : {0, 1, 3}) wrong += run_case<Rule, N, T>(op, dtype, name, n, offset, rng);
   return wrong;
 }
 
@@ -216,17 +223,28 @@ int main(int argc, char** argv) {
                                 1 << 20,
                                 (1 << 20) + 3,
                                 (5 << 20) + 7};
+  int64_t wrong = 0;
   if (argc > 1) {
     sizes = {std::atoll(argv[1])};
-    int64_t wrong = run_dtype<float>(CEE_FLOAT32, "float32", rng, sizes);
+#define CEE_RUN_OP(op, rule, arity, schema) \
+  wrong += run_dtype<rule, arity, float>(cee_op_##op, CEE_DTYPE_FLOAT32, "float32", rng, sizes);
+    CEE_FOR_EACH_OP(CEE_RUN_OP)
+#undef CEE_RUN_OP
     std::printf("%s\n", wrong ? "FAILED" : "OK");
     return wrong ? 1 : 0;
   }
-  int64_t wrong = 0;
 #define CEE_RUN_DTYPE(id, device_type, size, scalar_type, name) \
   static_assert(sizeof(HostType_##name) == size, #name);        \
-  wrong += run_dtype<HostType_##name>(CEE_##id, #name, rng, sizes);
-  CEE_FOR_EACH_DTYPE(CEE_RUN_DTYPE)
+  wrong += run_dtype<Rule, N, HostType_##name>(op, CEE_DTYPE_##id, #name, rng, sizes);
+#define CEE_RUN_OP(name, rule, arity, schema)              \
+  {                                                        \
+    typedef rule Rule;                                     \
+    const int N = arity;                                   \
+    const cee::OpInfo& op = cee_op_##name;                 \
+    CEE_FOR_EACH_DTYPE(CEE_RUN_DTYPE)                      \
+  }
+  CEE_FOR_EACH_OP(CEE_RUN_OP)
+#undef CEE_RUN_OP
 #undef CEE_RUN_DTYPE
   std::printf("%s: %lld wrong elements\n", wrong ? "FAILED" : "OK",
               (long long)wrong);

@@ -1,7 +1,7 @@
 """`python -m cuda_ext_example doctor`: will this wheel run here, and if not, why?
 
 Gathers the facts (Python, torch, driver, GPUs) into an Environment, judges
-them against the wheel's build record, then runs a tiny my_add on each device.
+them against the wheel's build record, then runs every declared op on each device.
 The judging is pure (no torch, no GPU) so every mismatch can be tested.
 """
 
@@ -92,7 +92,7 @@ def judge_gpu(
     return Finding(
         FAIL,
         label,
-        f"NOT COVERED: this wheel has no code for sm_{cc}, so my_add and my_fast_add cannot "
+        f"NOT COVERED: this wheel has no code for sm_{cc}, so its CUDA kernels cannot "
         f"run on this GPU (the CPU kernels still do). The wheel has SASS {', '.join(sass)} "
         f"and PTX {ptx or 'none'}. CUDA 12 compiles for sm_50 and newer: for a GPU it knows, "
         f'build from source with "{cc}" under its CUDA in pyproject.toml '
@@ -245,21 +245,23 @@ def gather(load_error: ImportError | None) -> Environment:
 
 
 def tiny_runs(env: Environment) -> list[Finding]:
-    """my_add and my_fast_add on 5 int64 and 1000 float32 elements, per device."""
-    import torch
+    """Every declared op against its torch reference (1000 float32 elements) and the
+    classic int64 arange add, per device."""
 
     import cuda_ext_example
+    from cuda_ext_example.op_checks import classic_arange, mismatches
 
+    names = " ".join(cuda_ext_example.OP_NAMES)
     findings = []
     devices = ["cpu"] + [f"cuda:{g.index}" for g in env.gpus]
     for device in devices:
         try:
-            for op in (cuda_ext_example.my_add, cuda_ext_example.my_fast_add):
-                a = torch.arange(5, device=device)
-                x = torch.randn(1000, device=device)
-                if not (torch.equal(op(a, a + 10), a + a + 10) and torch.equal(op(x, x), x + x)):
-                    raise RuntimeError(f"{op.__name__} gave a wrong result")
-            findings.append(Finding(OK, f"run on {device}", "my_add and my_fast_add match torch"))
+            wrong = mismatches(cuda_ext_example, device)
+            if not classic_arange(cuda_ext_example.my_add, device):
+                wrong.append("my_add on torch.arange(5)")
+            if wrong:
+                raise RuntimeError(f"wrong results: {', '.join(wrong)}")
+            findings.append(Finding(OK, f"run on {device}", f"{names} match torch"))
         except Exception as exc:  # report every failure, keep checking the other devices
             findings.append(Finding(FAIL, f"run on {device}", f"{type(exc).__name__}: {exc}"))
     return findings

@@ -1,4 +1,4 @@
-"""JIT build for development: the checkout's csrc/ built on the fly for this machine.
+"""JIT build for development: the checkout's csrc/ and ops/ built on the fly for this machine.
 
     from cuda_ext_example import jit
     ops = jit.load("path/to/checkout/csrc")       # or `make jit`
@@ -85,7 +85,7 @@ def _nvrtc() -> tuple[Path, list[Path]]:
 
 
 def write_device_image(device_code, lib: Path, includes: list[Path], out: Path) -> str:
-    """NVRTC -> one cubin for this GPU; writes device_code.h and device_image.cpp."""
+    """NVRTC -> one cubin for this GPU; writes cee_generated.h and device_image.cpp."""
     nvrtc = device_code.Nvrtc(lib)
     major, minor = torch.cuda.get_device_capability()
     target = f"sm_{major}{minor}"
@@ -96,9 +96,9 @@ def write_device_image(device_code, lib: Path, includes: list[Path], out: Path) 
     )
     code = device_code.DeviceCode(images[target], lowered, compiler, [target])
     out.mkdir(parents=True, exist_ok=True)
-    (out / "device_code.h").write_text(
-        device_code.kernel_names_header(code, f"JIT SASS {target} from {lib}")
-    )
+    cfg = device_code.config.load(dev_spec="")
+    header = device_code.generated_header(code, f"JIT SASS {target} from {lib}", cfg)
+    (out / "cee_generated.h").write_text(header)
     data = ",".join(str(b) for b in images[target])
     # Rewritten only when it changes, so torch's build cache sees an unchanged file.
     image = out / "device_image.cpp"
@@ -140,12 +140,19 @@ def load(source_dir: str | os.PathLike | None = None, verbose: bool = False):
             f"-DTORCH_TARGET_VERSION={cfg.torch_target_hex}",
             f"-DPy_LIMITED_API={cfg.py_limited_api_hex}",
         ],
-        extra_include_paths=[str(src), str(generated), str(cuda_include)],
+        extra_include_paths=[
+            str(src),
+            str(device_code.ops.OPS_DIR),
+            str(generated),
+            str(cuda_include),
+        ],
         extra_ldflags=["-ldl"],
         is_python_module=False,
         verbose=verbose,
     )
     if not _registered:
+        # The wheel's declarations (the build record) name the ops; the JIT build must be
+        # of the same declarations (a new op needs `make install` first).
         register_python_parts(NAMESPACE)
         _registered = True
     return getattr(torch.ops, NAMESPACE)

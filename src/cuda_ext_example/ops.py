@@ -36,13 +36,13 @@ def check_inputs(op: dict, *tensors: torch.Tensor, namespace: str = NAMESPACE) -
         raise RuntimeError(
             f"{prefix}: expected dense (strided) tensors, got a sparse or other layout"
         )
-    for name, t in zip(names[1:], tensors[1:]):
+    for name, t in zip(names[1:], tensors[1:], strict=True):
         if t.device != first.device:
             raise RuntimeError(
                 f"{prefix}: expected {both} tensors on the same device, "
                 f"got {names[0]} on {first.device} and {name} on {t.device}"
             )
-    for name, t in zip(names[1:], tensors[1:]):
+    for name, t in zip(names[1:], tensors[1:], strict=True):
         if t.dtype != first.dtype:
             raise RuntimeError(
                 f"{prefix}: expected {both} tensors to have the same dtype, "
@@ -52,7 +52,7 @@ def check_inputs(op: dict, *tensors: torch.Tensor, namespace: str = NAMESPACE) -
     if first.dtype not in dtypes:
         supported = ", ".join(str(d) for d in dtypes)
         raise RuntimeError(f"{prefix}: unsupported dtype {first.dtype}; supported: {supported}")
-    for name, t in zip(names[1:], tensors[1:]):
+    for name, t in zip(names[1:], tensors[1:], strict=True):
         if t.shape != first.shape:
             raise RuntimeError(
                 f"{prefix}: expected tensors of the same shape (no broadcasting), "
@@ -143,7 +143,7 @@ class _Derivatives:
         }
 
     def partials(self, values: tuple[torch.Tensor, ...]) -> list:
-        scope = {"torch": torch, **dict(zip(self.inputs, values))}
+        scope = {"torch": torch, **dict(zip(self.inputs, values, strict=True))}
         return [eval(self.code[name], scope) for name in self.inputs]  # noqa: S307 - ours
 
 
@@ -177,13 +177,13 @@ def make_function(op: dict, overload) -> type[torch.autograd.Function]:
             partials = derivatives.partials(ctx.saved_tensors)
             return tuple(
                 _times(grad, p) if needed else None
-                for p, needed in zip(partials, ctx.needs_input_grad)
+                for p, needed in zip(partials, ctx.needs_input_grad, strict=True)
             )
 
         @staticmethod
         def jvp(ctx, *tangents):
             partials = derivatives.partials(ctx.saved_tensors)
-            terms = [_times(t, p) for t, p in zip(tangents, partials) if t is not None]
+            terms = [_times(t, p) for t, p in zip(tangents, partials, strict=True) if t is not None]
             total = terms[0]
             for term in terms[1:]:
                 total = total + term
@@ -215,7 +215,7 @@ def make_autograd_kernel(op: dict, overload, namespace: str):
             partials = derivatives.partials(ctx.saved_tensors)
             return tuple(
                 _times(grad, p) if needed else None
-                for p, needed in zip(partials, ctx.needs_input_grad)
+                for p, needed in zip(partials, ctx.needs_input_grad, strict=True)
             )
 
     def kernel(*args):
@@ -245,7 +245,7 @@ def make_vmap_rule(overload):
     def rule(info, in_dims, *args):
         moved = [
             a.movedim(d, 0) if d is not None else a.expand(info.batch_size, *a.shape)
-            for a, d in zip(args, in_dims)
+            for a, d in zip(args, in_dims, strict=True)
         ]
         return overload(*moved), 0
 

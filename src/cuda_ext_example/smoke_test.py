@@ -1,9 +1,10 @@
-"""Smoke test of an installed cuda_ext_example: the classic int64 arange and a float case.
+"""Smoke test of an installed cuda_ext_example: the classic int64 arange, then every
+declared op against its torch reference (float32, int64, bfloat16).
 
     python -m cuda_ext_example smoke-test
 
 Runs on CUDA when a GPU is there, on the CPU otherwise. Exits non-zero on any
-mismatch with torch.add. Used after every release and by the Colab notebook.
+mismatch. Used after every release and by the Colab notebook.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 import torch
 
 import cuda_ext_example
+from cuda_ext_example.op_checks import mismatches
 
 
 def main() -> int:
@@ -29,13 +31,11 @@ def main() -> int:
         print("MISMATCH: my_add on int64 arange")
         failures += 1
 
-    x = torch.randn(1_000_003, device=device)
-    y = torch.randn(1_000_003, device=device)
-    for name in ("my_add", "my_fast_add"):
-        got = getattr(cuda_ext_example, name)(x, y)
-        ok = torch.equal(got, torch.add(x, y))
-        print(f"{name} float32 n=1000003: {'ok' if ok else 'MISMATCH'}")
-        failures += not ok
+    for dtype in (torch.float32, torch.int64, torch.bfloat16):
+        wrong = mismatches(cuda_ext_example, device, dtype, n=1_000_003)
+        names = ", ".join(cuda_ext_example.OP_NAMES)
+        print(f"{names} {dtype} n=1000003: {'ok' if not wrong else 'MISMATCH ' + str(wrong)}")
+        failures += len(wrong)
 
     print("SMOKE TEST PASSED" if failures == 0 else f"SMOKE TEST FAILED ({failures})")
     return 1 if failures else 0
