@@ -417,37 +417,24 @@ BUILD_RECORD = "cuda_ext_example/_build_info.json"
 # The oldest driver of each CUDA major (NVIDIA's CUDA Compatibility guide): a cubin from
 # CUDA 12.x needs at least 12.0's.
 DRIVER_OF_CUDA_MAJOR = {12: "525.60.13", 13: "580.65.06"}
-# Itanium mangling of the builtin types csrc/kernel_table.h uses; other types are classes.
-BUILTIN_MANGLING = {
-    "float": "f",
-    "double": "d",
-    "signed char": "a",
-    "unsigned char": "h",
-    "short": "s",
-    "int": "i",
-    "long long": "x",
-}
-
-
-def _mangled(device_type: str) -> str:
-    return BUILTIN_MANGLING.get(device_type, f"{len(device_type)}{device_type}")
 
 
 def kernel_dtypes(so: Path) -> list[str]:
-    """The dtypes the binary has add_simple_kernel instances for (NVRTC's lowered names,
-    which the launcher looks up), as torch's Python names."""
-    from buildtools import device_code
+    """The dtypes the binary has simple-kernel instances for, as torch's Python names: read
+    from the name expressions the launcher's table carries (cee_generated.h puts them in
+    the binary as strings, next to NVRTC's lowered names)."""
+    from buildtools import ops
 
-    found = set(re.findall(rb"_ZN3cee17add_simple_kernelI(\w+?)EEv", so.read_bytes()))
-    return [
-        d.name for d in device_code.kernel_table()[1] if _mangled(d.device_type).encode() in found
-    ]
+    found = set(
+        re.findall(rb"cee::elementwise_simple<cee_ops::\w+, ([\w ]+), \d>", so.read_bytes())
+    )
+    return [d.name for d in ops.DTYPES.values() if d.device_type.encode() in found]
 
 
 def record_vs_pyproject(record: dict, cfg: config.BuildConfig) -> list[str]:
     declared = {"version": cfg.version, **declared_record(cfg)}
     return [
-        f"{key} is {record.get(key)!r}, pyproject.toml (or csrc/kernel_table.h) says {want!r}"
+        f"{key} is {record.get(key)!r}, pyproject.toml (or ops/*/ops.toml) says {want!r}"
         for key, want in declared.items()
         if record.get(key) != want
     ]
@@ -550,7 +537,7 @@ def gate_build_record(wheel: Path, cfg: config.BuildConfig, torch_include: Path)
             f"the build record {BUILD_RECORD} disagrees with the binary or pyproject.toml: "
             + "; ".join(problems),
             "never edit the record: rebuild the wheel (make repair), which writes it from "
-            "pyproject.toml [tool.cuda_ext_example] and csrc/kernel_table.h next to the binary "
+            "pyproject.toml [tool.cuda_ext_example] and ops/*/ops.toml next to the binary "
             "it describes",
         )
 
