@@ -19,7 +19,31 @@ if Path(cuda_ext_example.__file__).resolve().parent == ROOT / "cuda_ext_example"
         "(it installs the built wheel) and call pytest, not python -m pytest"
     )
 
-OPS = {"my_add": cuda_ext_example.my_add, "my_fast_add": cuda_ext_example.my_fast_add}
+
+class DeclaredOp:
+    """One op of ops/*/ops.toml as the tests see it: call it like the Python function,
+    compare it with .reference (the torch function its declaration names)."""
+
+    def __init__(self, name: str):
+        from cuda_ext_example.op_checks import reference
+
+        self.__name__ = name
+        self.declaration = cuda_ext_example.ops.DECLARATIONS[name]
+        self.function = getattr(cuda_ext_example, name)
+        self.reference = reference(self.declaration)
+        self.arity = len(self.declaration["inputs"])
+
+    def __call__(self, *args):
+        return self.function(*args)
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+# Every declared op (the per-op tests run on each), and those of two inputs (a, b): the
+# tests of mixed devices, dtypes and shapes, and of the add itself.
+DECLARED = {name: DeclaredOp(name) for name in cuda_ext_example.OP_NAMES}
+OPS = {name: op for name, op in DECLARED.items() if op.arity == 2}
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
@@ -69,6 +93,11 @@ def good_wheel() -> Path:
 @pytest.fixture(params=list(OPS), ids=list(OPS))
 def op(request):
     return OPS[request.param]
+
+
+@pytest.fixture(params=list(DECLARED), ids=list(DECLARED))
+def any_op(request):
+    return DECLARED[request.param]
 
 
 @pytest.fixture(params=DEVICES)

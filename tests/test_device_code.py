@@ -41,7 +41,7 @@ def test_the_anchor_is_what_makes_it_reproducible():
 
     from buildtools import device_code
 
-    source = device_code.KERNEL_SOURCE.read_text()
+    source = device_code.kernel_source(device_code.ops.declared_ops())
     assert 'extern "C" __device__ void cee_reproducible_module_id() {}' in source
     plain = 'extern "C" __global__ void k(float *x) { x[threadIdx.x] += 1; }\n'
     nvrtc = device_code.compiler_for("12.0").nvrtc

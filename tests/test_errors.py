@@ -46,7 +46,10 @@ def test_unsupported_dtype(op, device, dtype):
 
 
 def test_not_a_tensor(op):
-    with pytest.raises(TypeError, match=rf"{_name(op)}: expected two torch.Tensor arguments"):
+    with pytest.raises(
+        TypeError,
+        match=rf"{_name(op)}: expected 2 torch.Tensor arguments \(a, b\), got \(Tensor, list\)",
+    ):
         op(torch.ones(3), [1.0, 2.0, 3.0])
 
 

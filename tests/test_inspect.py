@@ -67,7 +67,7 @@ def _loads_summary(text: str, dump: str) -> dict[str, tuple[int, int]]:
     summary = text.split(f"{dump} loads per kernel (summed over archs): 16-byte, 8-byte\n")[1]
     counts = {}
     for line in summary.splitlines():
-        if "add_" not in line:
+        if "elementwise_" not in line:
             break
         wide, narrow, name = line.split(maxsplit=2)
         counts[name] = (int(wide), int(narrow))
@@ -77,15 +77,19 @@ def _loads_summary(text: str, dump: str) -> dict[str, tuple[int, int]]:
 def test_ptx_shows_vectorized_loads(wheel):
     text = run_inspect(wheel, "--ptx")
     counts = _loads_summary(text, "PTX")
-    vectorized = {name: c for name, c in counts.items() if "add_vectorized_kernel<" in name}
-    # cee::add_vectorized_kernel<T, access bytes, block, accesses per thread>
-    wide = [c for name, c in vectorized.items() if ", 16, " in name]
-    narrow = [c for name, c in vectorized.items() if ", 8, " in name]
-    simple = [c for name, c in counts.items() if "add_simple_kernel<" in name]
-    # per dtype: 16-byte vectors x1 and x4 per thread, 8-byte accesses; the simple kernel
-    assert len(wide) == 18 and len(narrow) == len(simple) == 9
-    assert all(w >= 2 for w, _ in wide)  # a and b, 16 bytes each
-    assert all(n >= 2 and w == 0 for w, n in narrow)  # a and b, 8 bytes each (> 64 MiB)
+    vectorized = {name: c for name, c in counts.items() if "elementwise_vectorized<" in name}
+    # cee::elementwise_vectorized<Rule, T, inputs, access bytes, block, accesses per thread>
+    arity = {"Add": 2, "Square": 1}
+    wide = {n: c for n, c in vectorized.items() if ", 16, " in n}
+    narrow = {n: c for n, c in vectorized.items() if ", 8, " in n}
+    simple = [c for name, c in counts.items() if "elementwise_simple<" in name]
+    # per rule and dtype: 16-byte vectors x1 and x4 per thread, 8-byte accesses; the simple
+    # kernels of Add (my_add's and my_fast_add's fallback) and Square
+    assert len(wide) == 2 * 2 * 9 and len(narrow) == len(simple) == 2 * 9
+    for name, (w, n) in wide.items():  # one 16-byte load per input
+        assert w >= arity[name.split("cee_ops::")[1].split(",")[0]], name
+    for name, (w, n) in narrow.items():  # 8-byte loads (> 64 MiB)
+        assert n >= arity[name.split("cee_ops::")[1].split(",")[0]] and w == 0, name
     assert all(w == 0 for w, _ in simple)
     assert "ld.global.nc.v4" in text
 
@@ -99,13 +103,14 @@ def test_sass_shows_ldg_e_128(wheel):
     assert "// sm_90\n" in text and "// sm_75\n" in text
     n_arch = len(BUILD_INFO["sass_archs"]) - len(skipped)
     counts = _loads_summary(text, "SASS")
-    vectorized = {name: c for name, c in counts.items() if "add_vectorized_kernel<" in name}
-    assert len(vectorized) == 27  # 3 shapes x 9 dtypes
+    vectorized = {name: c for name, c in counts.items() if "elementwise_vectorized<" in name}
+    assert len(vectorized) == 2 * 27  # Add and Square: 3 shapes x 9 dtypes
     for name, (wide, narrow) in vectorized.items():
+        inputs = 2 if "cee_ops::Add" in name else 1
         if ", 16, " in name:
-            assert wide >= 2 * n_arch, name
+            assert wide >= inputs * n_arch, name
         else:
-            assert narrow >= 2 * n_arch, name
+            assert narrow >= inputs * n_arch, name
 
 
 def test_missing_nvdisasm_is_said_clearly(wheel, monkeypatch):

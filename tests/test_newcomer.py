@@ -75,7 +75,7 @@ def test_fresh_clone_release_then_doctor_ptx_symbols(released_clone):
     assert "Traceback" not in out, out[-4000:]
     assert run.returncode == 0, out[-4000:]
     assert "device code by NVRTC 12.0 + 12.9" in out  # doctor read the installed wheel's record
-    assert "[  ok] run on cpu: my_add and my_fast_add match torch" in out
+    assert "[  ok] run on cpu: my_add my_fast_add my_square match torch" in out
     assert "verdict: ready" in out
     assert "cubins from CUDA 12.0: sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_89 sm_90" in out
     assert "cubins from CUDA 12.9: sm_100 sm_103 sm_120 sm_121" in out  # make ptx

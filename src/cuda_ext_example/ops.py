@@ -63,9 +63,10 @@ def check_inputs(op: dict, *tensors: torch.Tensor, namespace: str = NAMESPACE) -
 def _check_types(op: dict, args: tuple, namespace: str = NAMESPACE) -> None:
     if len(args) != len(op["inputs"]) or not all(isinstance(a, torch.Tensor) for a in args):
         got = ", ".join(type(a).__name__ for a in args)
+        count = len(op["inputs"])
         raise TypeError(
-            f"{namespace}.{op['name']}: expected {len(op['inputs'])} torch.Tensor "
-            f"argument(s) ({', '.join(op['inputs'])}), got ({got})"
+            f"{namespace}.{op['name']}: expected {count} torch.Tensor argument"
+            f"{'s' if count > 1 else ''} ({', '.join(op['inputs'])}), got ({got})"
         )
 
 
