@@ -86,7 +86,7 @@ def test_ptx_shows_vectorized_loads(wheel):
     # per rule and dtype: 16-byte vectors x1 and x4 per thread, 8-byte accesses; the simple
     # kernels of Add (my_add's and my_fast_add's fallback) and Square
     assert len(wide) == 2 * 2 * 9 and len(narrow) == len(simple) == 2 * 9
-    for name, (w, n) in wide.items():  # one 16-byte load per input
+    for name, (w, _) in wide.items():  # one 16-byte load per input
         assert w >= arity[name.split("cee_ops::")[1].split(",")[0]], name
     for name, (w, n) in narrow.items():  # 8-byte loads (> 64 MiB)
         assert n >= arity[name.split("cee_ops::")[1].split(",")[0]] and w == 0, name
