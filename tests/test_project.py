@@ -108,7 +108,7 @@ def test_no_module_has_a_standard_library_name():
     # folder lands on sys.path; the package and the tools must not have one.
     modules = [
         p
-        for folder in ("src/cuda_ext_example", "scripts", "buildtools", "bench")
+        for folder in ("src/cuda_ext_example", "scripts", "buildtools")
         for p in (ROOT / folder).rglob("*.py")
     ]
     assert len(modules) > 20
@@ -120,7 +120,7 @@ def test_no_module_has_a_standard_library_name():
 
 def test_tracked_results_stay_small():
     files = subprocess.run(
-        ["git", "ls-files", "docs/results", "bench/results"],
+        ["git", "ls-files", "docs/results", "benchmarks/results"],
         capture_output=True, text=True, cwd=ROOT, check=True,
     ).stdout.split()  # fmt: skip
     total = sum((ROOT / f).stat().st_size for f in files if (ROOT / f).exists())

@@ -1,5 +1,5 @@
 """Host time per call at n=1024 (launch-bound) for the ways of calling our op, to see
-where the time above torch.add goes.   python bench/host_overhead.py [--device cpu]
+where the time above torch.add goes.   python -m scripts.bench.host_overhead [--device cpu]
 
 The rows, from the floor up:
 - torch.add, and aten.add through torch.ops: what any op pays for the torch.ops entry;
@@ -7,7 +7,7 @@ The rows, from the floor up:
 - "below autograd, guard held": the dispatcher + our kernel only (the floor for our op);
 - the op through torch.ops (Python autograd kernel of register_autograd included);
 - cuda_ext_example.my_fast_add, and other ways its wrapper could call the op.
-Every way is timed as scripts/benchmark.py times host calls: best of 7 interleaved rounds
+Every way is timed as scripts/bench/benchmark.py times host calls: best of 7 interleaved rounds
 of 2000 calls.
 """
 
