@@ -18,12 +18,6 @@ import torch
 import cuda_ext_example
 from scripts.bench.benchmark import best_host_times, time_host_calls
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--device", default="cuda")
-args = parser.parse_args()
-
-a = torch.randn(1024, device=args.device)
-b = torch.randn(1024, device=args.device)
 op = torch.ops.cuda_ext_example.my_fast_add.default
 op_c = op._op
 aten_add = torch.ops.aten.add.Tensor
@@ -52,25 +46,35 @@ def previous_wrapper(x, y):
         return torch.ops.cuda_ext_example.my_fast_add.default(x, y)
 
 
-ways = {
-    "torch.add": torch.add,
-    "torch.ops.aten.add.Tensor": aten_add,
-    "torch.ops.aten.add.Tensor._op": aten_add._op,
-    "torch.ops...my_fast_add.default": op,
-    "torch.ops...my_fast_add.default._op": op_c,
-    "op.default below autograd": below_autograd,
-    "cuda_ext_example.my_fast_add": cuda_ext_example.my_fast_add,
-    "candidate: direct OpOverload": candidate_direct,
-    "previous wrapper (before change 8)": previous_wrapper,
-}
-best = best_host_times(ways, a, b, calls=2000, repeats=7)
-# The floor: the op with the below-autograd guard entered once for the whole loop.
-with below():
-    time_host_calls(op_c, a, b, 200)
-    held = min(time_host_calls(op_c, a, b, 2000) for _ in range(7))
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench.host_overhead")
+    parser.add_argument("--device", default="cuda")
+    args = parser.parse_args()
+    a = torch.randn(1024, device=args.device)
+    b = torch.randn(1024, device=args.device)
+    ways = {
+        "torch.add": torch.add,
+        "torch.ops.aten.add.Tensor": aten_add,
+        "torch.ops.aten.add.Tensor._op": aten_add._op,
+        "torch.ops...my_fast_add.default": op,
+        "torch.ops...my_fast_add.default._op": op_c,
+        "op.default below autograd": below_autograd,
+        "cuda_ext_example.my_fast_add": cuda_ext_example.my_fast_add,
+        "candidate: direct OpOverload": candidate_direct,
+        "previous wrapper (before change 8)": previous_wrapper,
+    }
+    best = best_host_times(ways, a, b, calls=2000, repeats=7)
+    # The floor: the op with the below-autograd guard entered once for the whole loop.
+    with below():
+        time_host_calls(op_c, a, b, 200)
+        held = min(time_host_calls(op_c, a, b, 2000) for _ in range(7))
 
-print(f"torch {torch.__version__}, device {args.device}, n=1024 float32")
-for name, us in best.items():
-    print(f"{name:<40} {us:7.2f} us/call  {us / best['torch.add']:5.2f}x torch.add")
-name = "_op, below-autograd guard held"
-print(f"{name:<40} {held:7.2f} us/call  {held / best['torch.add']:5.2f}x torch.add")
+    print(f"torch {torch.__version__}, device {args.device}, n=1024 float32")
+    for name, us in best.items():
+        print(f"{name:<40} {us:7.2f} us/call  {us / best['torch.add']:5.2f}x torch.add")
+    name = "_op, below-autograd guard held"
+    print(f"{name:<40} {held:7.2f} us/call  {held / best['torch.add']:5.2f}x torch.add")
+
+
+if __name__ == "__main__":
+    main()
