@@ -99,7 +99,7 @@ release: $(STAMP)
 # torch.add, the ImportError on a too-old torch, doctor. Needs root (apt-get).
 aarch64-check:
 	$(MAKE) --no-print-directory repair ARCH=aarch64
-	$(PY) -m scripts.cross check $(call wheelhouse_of,aarch64)/*.whl
+	$(PY) -m scripts.aarch64_check check $(call wheelhouse_of,aarch64)/*.whl
 
 # The tests run against the installed wheel (src/ layout: the checkout cannot
 # shadow it).
