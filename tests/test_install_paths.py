@@ -15,8 +15,8 @@ import pytest
 
 from buildtools.platform_check import WHEELS, unsupported_reason
 from scripts.release import pipeline
-from scripts.release.artifacts import served_files
 from scripts.release.local_index import local_index
+from scripts.release.simple_index import project_files
 from tests.clones import pip_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,7 +130,7 @@ def test_sdist_builds_and_passes_the_smoke_test(served, tmp_path):
     # The index's sdist by its URL: built in pip's isolated environment, whose build
     # requirements come from PyPI as any user's would.
     (sdist_url,) = [
-        u for n, u in served_files(served, "cuda_ext_example").items() if n.endswith(".tar.gz")
+        u for n, u in project_files(served, "cuda_ext_example").items() if n.endswith(".tar.gz")
     ]
     run = subprocess.run(
         [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-binary",

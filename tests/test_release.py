@@ -14,7 +14,8 @@ from wheel_surgery import repack, run_gates_until_refused
 from buildtools import config
 from scripts.release import gates as release_gates
 from scripts.release import pipeline as release
-from scripts.release.local_index import files_on_index, local_index
+from scripts.release.local_index import local_index
+from scripts.release.simple_index import project_files
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -224,7 +225,46 @@ def test_refuses_reupload_of_existing_version(good_wheel, tmp_path):
     with local_index(tmp_path / "index", tmp_path / "server.log") as url:
         release.refuse_existing(url + "simple/", [good_wheel])  # empty index: fine
         release.upload(["--repository-url", url], [good_wheel], env)
-        assert good_wheel.name in files_on_index(url + "simple/", "cuda_ext_example")
+        assert good_wheel.name in project_files(url + "simple/", "cuda_ext_example")
         with pytest.raises(release.StepFailure, match=r"(?s)already on .*bump \[project\] version"):
             release.refuse_existing(url + "simple/", [good_wheel])
     assert (tmp_path / "index" / good_wheel.name).exists()  # nothing lost
+
+
+def test_simple_page_reader(tmp_path):
+    # One reader for every index: PEP 503 name normalization, relative links made absolute
+    # without their hash fragment, attributes and entities of PyPI's pages, 404 = nothing.
+    import http.server
+    import threading
+    from functools import partial
+
+    page = tmp_path / "simple" / "cuda-ext-example" / "index.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(
+        "<!DOCTYPE html><html><body>\n"
+        '<a href="../../packages/cuda_ext_example-0.1.0.tar.gz#sha256=00ff">'
+        "cuda_ext_example-0.1.0.tar.gz</a><br>\n"
+        '<a data-requires-python="&gt;=3.10" '
+        "href='https://files.example/cuda_ext_example-0.1.0-cp310-abi3-x.whl#sha256=11'>\n"
+        "  cuda_ext_example-0.1.0-cp310-abi3-x.whl\n</a>\n</body></html>\n"
+    )
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = partial(Quiet, directory=str(tmp_path))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            base = f"http://127.0.0.1:{server.server_address[1]}/simple"
+            assert project_files(base, "Cuda_Ext.Example") == {
+                "cuda_ext_example-0.1.0.tar.gz": f"http://127.0.0.1:{server.server_address[1]}"
+                "/packages/cuda_ext_example-0.1.0.tar.gz",
+                "cuda_ext_example-0.1.0-cp310-abi3-x.whl": (
+                    "https://files.example/cuda_ext_example-0.1.0-cp310-abi3-x.whl"
+                ),
+            }
+            assert project_files(base + "/", "no_such_project") == {}
+        finally:
+            server.shutdown()

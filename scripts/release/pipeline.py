@@ -30,7 +30,8 @@ from buildtools import config
 
 from .artifacts import normalize_sdist, verify_served, write_sha256sums
 from .gates import GateFailure, run_gates, venv_tool, wheel_arch
-from .local_index import files_on_index, local_index
+from .local_index import local_index
+from .simple_index import project_files
 
 ROOT = config.ROOT
 
@@ -144,7 +145,7 @@ def check_sdist(sdist: Path) -> None:
 
 def refuse_existing(simple_url: str, files: list[Path]) -> None:
     version = config.load().version
-    existing = files_on_index(simple_url, "cuda_ext_example")
+    existing = project_files(simple_url, "cuda_ext_example")
     clash = [f.name for f in files if f.name in existing]
     same_version = [name for name in existing if f"-{version}-" in name or f"-{version}." in name]
     if clash or same_version:
