@@ -34,6 +34,16 @@ def test_unsupported_platform_is_told_at_once(system, machine):
     assert unsupported_reason("Linux", "x86_64") is None
 
 
+def test_platform_message_matches_the_declared_floors():
+    # platform_check runs first in setup.py and depends on nothing, so its message is
+    # spelt out; it must say what pyproject.toml declares.
+    from buildtools import config
+
+    cfg = config.load(dev_spec="")
+    assert f"{cfg.abi_tag}-abi3-{cfg.manylinux_tag('x86_64')}" in WHEELS
+    assert f"CPython >= {cfg.python_limited_api}, glibc >= {cfg.glibc}" in WHEELS
+
+
 def test_build_requirements_install_nothing_large_elsewhere():
     # On another platform setup.py must run (and refuse) before torch, zig or CUDA
     # packages are installed into the build environment.

@@ -3,9 +3,11 @@ refusing each kind of bad wheel before upload (with the reason)."""
 
 from __future__ import annotations
 
+import platform
 import shutil
 import subprocess
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -218,6 +220,47 @@ def test_refuses_unknown_torch_symbol(good_wheel, tmp_path, cfg, torch_include):
         release_gates.gate_torch_shims(
             repack(good_wheel, tmp_path, replace_so=so), cfg, torch_include
         )
+
+
+@pytest.mark.parametrize(
+    ("glibc", "tag"),
+    [("2.17", "manylinux2014"), ("2.12", "manylinux2010"), ("2.28", "manylinux_2_28")],
+)
+def test_platform_tag_comes_from_the_glibc_floor(cfg, glibc, tag):
+    for arch in ("x86_64", "aarch64"):
+        assert replace(cfg, glibc=glibc).manylinux_tag(arch) == f"{tag}_{arch}"
+
+
+def test_pyproject_floor_is_manylinux2014(cfg):
+    # What README and the wheel names promise; a new floor is a deliberate change of both.
+    assert cfg.glibc == "2.17" and cfg.manylinux_tag("aarch64") == "manylinux2014_aarch64"
+
+
+@pytest.mark.parametrize(("glibc", "tag"), [("2.17", "manylinux2014"), ("2.28", "manylinux_2_28")])
+def test_repair_targets_the_glibc_floor(cfg, monkeypatch, tmp_path, glibc, tag):
+    arch = platform.machine()
+    monkeypatch.setattr(config, "load", lambda *args, **kwargs: replace(cfg, glibc=glibc))
+    monkeypatch.setattr(release, "wheel_arch", lambda wheel: arch)
+    calls = []
+
+    def fake_run(cmd, fix, **kwargs):
+        calls.append((cmd, fix))
+        (tmp_path / "out").mkdir()
+        (tmp_path / "out" / f"w-{arch}.whl").touch()
+
+    monkeypatch.setattr(release, "run", fake_run)
+    release.auditwheel_repair(tmp_path / "w.whl", tmp_path / "out")
+    ((cmd, fix),) = calls
+    assert cmd[cmd.index("--plat") + 1] == f"{tag}_{arch}"
+    assert f"{tag}_{arch} does not allow" in fix and f"glibc {glibc}" in fix
+
+
+def test_abi3_gate_wants_the_floors_tag(good_wheel, cfg):
+    # The repaired wheel is manylinux2014: a floor of 2.28 would want another tag.
+    release_gates.gate_abi3_tag(good_wheel, cfg)
+    wanted = r"do not include cp\d+-abi3-manylinux_2_28_"
+    with pytest.raises(release_gates.GateFailure, match=wanted):
+        release_gates.gate_abi3_tag(good_wheel, replace(cfg, glibc="2.28"))
 
 
 def test_refuses_reupload_of_existing_version(good_wheel, tmp_path):
