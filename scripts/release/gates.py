@@ -124,7 +124,7 @@ def gate_abi3_tag(wheel: Path, cfg: config.BuildConfig) -> None:
         raise GateFailure(
             "abi3-tag",
             f"wheel tags {tags} do not include {policy}",
-            f"repair with scripts/release (auditwheel repair to {platform_tag})",
+            f"repair with python -m scripts.release repair (auditwheel repair to {platform_tag})",
         )
     non_abi3 = [n for n in extensions if n.endswith(".so") and not n.endswith(".abi3.so")]
     if non_abi3:
