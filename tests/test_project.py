@@ -128,9 +128,9 @@ def test_tracked_results_stay_small():
     assert 0 < total <= 1_000_000, total
 
 
-# Files not read for path names: logs of what other machines printed (their paths are that
-# machine's), and the locks (uv's text).
-PATH_SCAN_SKIP = re.compile(r"docs/results/|benchmarks/results/|requirements/[^/]+\.lock$")
+# Files not read for path names: what other machines printed (their paths are that
+# machine's; results/README.md is ours and is read), and the locks (uv's text).
+PATH_SCAN_SKIP = re.compile(r"(docs|benchmarks)/results/(?!README\.md$)|requirements/[^/]+\.lock$")
 # After a path, a character that makes it a pattern (glob, Make or shell variable, f-string
 # field, <placeholder>): then only its folder has to exist.
 PATTERN_CHARS = "*?[{$<%"
