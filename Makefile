@@ -99,7 +99,7 @@ release: $(STAMP)
 # torch.add, the ImportError on a too-old torch, doctor. Needs root (apt-get).
 aarch64-check:
 	$(MAKE) --no-print-directory repair ARCH=aarch64
-	$(PY) -m scripts.cross check $(call wheelhouse_of,aarch64)/*.whl
+	$(PY) -m scripts.aarch64_check check $(call wheelhouse_of,aarch64)/*.whl
 
 # The tests run against the installed wheel (src/ layout: the checkout cannot
 # shadow it).
@@ -162,7 +162,7 @@ profile:
 	mkdir -p $(RESULTS)
 	$(RUN_PY) -m scripts.gpu.profile_trace --out $(RESULTS)/trace.json
 # GB/s vs torch.add, torch.compile and Triton; table, CSV and plot into $(RESULTS)
-# (bench/results holds the committed run).
+# (benchmarks/results holds the committed run).
 bench:
 	$(RUN_PY) -m scripts.bench --out $(RESULTS) $(BENCH_ARGS)
 # sm_90 SASS from NVRTC 12.0 (what issue 16 would ship) against the same kernels from NVRTC
@@ -179,7 +179,7 @@ bench-wheels: $(STAMP)
 # pip wants a wheel's own file name, so each keeps it in a folder named after its compiler;
 # 12.9 (today's) comes first: the difference column is 12.0 against it.
 compare-nvrtc:
-	$(RUN_PY) -m bench.compare_wheels --sizes 24-28 --passes 3 \
+	$(RUN_PY) -m scripts.bench.compare_wheels --sizes 24-28 --passes 3 \
 		nvrtc12.9=$$(ls $(BENCH_WHEELS)/nvrtc12.9/*.whl) nvrtc12.0=$$(ls $(BENCH_WHEELS)/nvrtc12.0/*.whl)
 # Nsight Compute on the benchmark kernels (ours and torch's), report saved.
 ncu:

@@ -13,6 +13,13 @@ else:  # pragma: no cover - Python 3.10 builds
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# PEP 600 names a glibc floor manylinux_2_X; the three floors that PEP 513/571/599 named
+# before keep those names as aliases. The wheel is tagged with the alias where there is
+# one: pip before 20.3 (PEP 600) knows only the alias, so manylinux2014 keeps old pips
+# installing it, and auditwheel repair --plat manylinux2014_x86_64 writes both tags
+# (...-manylinux2014_x86_64.manylinux_2_17_x86_64.whl).
+MANYLINUX_ALIASES = {"2.5": "manylinux1", "2.12": "manylinux2010", "2.17": "manylinux2014"}
+
 
 @dataclass(frozen=True)
 class BuildConfig:
@@ -58,6 +65,15 @@ class BuildConfig:
     def abi_tag(self) -> str:
         """The wheel's Python tag: 'cp310' for python-limited-api 3.10."""
         return "cp" + self.python_limited_api.replace(".", "")
+
+    def manylinux_tag(self, arch: str) -> str:
+        """The wheel's platform tag on a CPU, from the glibc floor: 'manylinux2014_x86_64'
+        for glibc 2.17, 'manylinux_2_28_aarch64' for 2.28."""
+        legacy = MANYLINUX_ALIASES.get(self.glibc)
+        if legacy:
+            return f"{legacy}_{arch}"
+        major, minor = self.glibc.split(".")
+        return f"manylinux_{major}_{minor}_{arch}"
 
     @property
     def arch_summary(self) -> str:

@@ -13,7 +13,7 @@ import cuda_ext_example
 ROOT = Path(__file__).resolve().parent.parent
 HAS_CUDA = torch.cuda.is_available()
 
-if Path(cuda_ext_example.__file__).resolve().parent == ROOT / "cuda_ext_example":
+if Path(cuda_ext_example.__file__).resolve().parent == ROOT / "src" / "cuda_ext_example":
     raise RuntimeError(
         "tests imported cuda_ext_example from the source tree; run `make test` "
         "(it installs the built wheel) and call pytest, not python -m pytest"

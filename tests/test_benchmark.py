@@ -249,7 +249,7 @@ def test_write_reports(tmp_path):
         "CUDA": "13.0",
         "python": "3.12.3",
     }
-    out = tmp_path / "bench" / "results"
+    out = tmp_path / "benchmarks" / "results"
     paths, targets, rows = report.write_reports(records, ROOFLINE, HOST_US, meta, out, "2026-11-22")
     assert {p.name for p in paths.values()} == {
         f"nvidia-h100-80gb-hbm3-2026-11-22.{ext}" for ext in ("md", "csv", "png")

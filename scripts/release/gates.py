@@ -118,12 +118,13 @@ def gate_abi3_tag(wheel: Path, cfg: config.BuildConfig) -> None:
             "build with setup.py's bdist_wheel py_limited_api (pyproject python-limited-api) "
             "and Extension(py_limited_api=True)",
         )
-    policy = f"{cfg.abi_tag}-abi3-manylinux2014_{_arch_of(tags)}"
+    platform_tag = cfg.manylinux_tag(_arch_of(tags))
+    policy = f"{cfg.abi_tag}-abi3-{platform_tag}"
     if policy not in tags:
         raise GateFailure(
             "abi3-tag",
             f"wheel tags {tags} do not include {policy}",
-            "repair with scripts/release (auditwheel repair to manylinux2014)",
+            f"repair with python -m scripts.release repair (auditwheel repair to {platform_tag})",
         )
     non_abi3 = [n for n in extensions if n.endswith(".so") and not n.endswith(".abi3.so")]
     if non_abi3:
@@ -138,7 +139,8 @@ def gate_elf(wheel: Path, cfg: config.BuildConfig) -> None:
     # Grafted libraries are refused before, by wheel_files.gate_nothing_grafted.
     with binary_info.extension_in(wheel) as so:
         needed = binary_info.needed_libraries(so)
-        allowed = ALLOWED_NEEDED | {LOADERS[wheel_arch(wheel)]}
+        arch = wheel_arch(wheel)
+        allowed = ALLOWED_NEEDED | {LOADERS[arch]}
         unexpected = sorted(set(needed) - allowed)
         if unexpected:
             raise GateFailure(
@@ -151,8 +153,9 @@ def gate_elf(wheel: Path, cfg: config.BuildConfig) -> None:
         if newest and binary_info.version_key(newest) > binary_info.version_key(cfg.glibc):
             raise GateFailure(
                 "elf-audit",
-                f"{EXTENSION} needs {newest}, newer than GLIBC_{cfg.glibc} (manylinux2014)",
-                f"link with zig's x86_64-linux-gnu.{cfg.glibc} target (buildtools/build_ext.py), "
+                f"{EXTENSION} needs {newest}, newer than GLIBC_{cfg.glibc} "
+                f"({cfg.manylinux_tag(arch)})",
+                f"link with zig's {arch}-linux-gnu.{cfg.glibc} target (buildtools/build_ext.py), "
                 "not with the system compiler",
             )
         cxx = binary_info.newest_version(so, "GLIBCXX_")

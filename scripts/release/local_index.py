@@ -59,18 +59,3 @@ def _wait_until_up(url: str, proc: subprocess.Popen, log_file: Path, timeout: fl
         except (urllib.error.URLError, ConnectionError):
             time.sleep(0.2)
     raise RuntimeError(f"pypiserver did not answer on {url} within {timeout} s; see {log_file}")
-
-
-def files_on_index(simple_url: str, project: str) -> list[str]:
-    """File names the index lists for a project (PEP 503 simple page); [] if none."""
-    normalized = project.lower().replace("_", "-")
-    try:
-        with urllib.request.urlopen(f"{simple_url.rstrip('/')}/{normalized}/", timeout=30) as r:
-            page = r.read().decode()
-    except urllib.error.HTTPError as err:
-        if err.code == 404:
-            return []
-        raise
-    import re
-
-    return re.findall(r">([^<>]+\.(?:whl|tar\.gz|zip))</a>", page)

@@ -30,11 +30,11 @@ from buildtools import config
 
 from .artifacts import normalize_sdist, verify_served, write_sha256sums
 from .gates import GateFailure, run_gates, venv_tool, wheel_arch
-from .local_index import files_on_index, local_index
+from .local_index import local_index
+from .simple_index import project_files
 
 ROOT = config.ROOT
 
-PLATFORM = "manylinux2014"  # + _x86_64 / _aarch64, from the wheel
 # Never bundled: these come from the user's torch and NVIDIA driver. Bundling
 # them would load a second copy next to torch's (or pin one CUDA/torch build).
 REPAIR_EXCLUDES = (
@@ -122,14 +122,17 @@ def auditwheel_repair(wheel: Path, out_dir: Path, clean: bool = True) -> Path:
     excludes = [arg for pattern in REPAIR_EXCLUDES for arg in ("--exclude", pattern)]
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     arch = wheel_arch(wheel)
-    # auditwheel names only this machine's CPU in --plat; for a cross-built wheel `auto`
-    # takes the CPU from the wheel and the lowest policy it meets, and the abi3 gate
-    # checks that this is manylinux2014 for that CPU.
-    plat = f"{PLATFORM}_{arch}" if arch == platform.machine() else "auto"
+    # The platform tag from pyproject's glibc floor (manylinux2014 for 2.17). auditwheel
+    # names only this machine's CPU in --plat; for a cross-built wheel `auto` takes the CPU
+    # from the wheel and the lowest policy it meets, and the abi3 gate checks that this is
+    # the floor's tag for that CPU.
+    cfg = config.load()
+    target = cfg.manylinux_tag(arch)
+    plat = target if arch == platform.machine() else "auto"
     run(
         [venv_tool("auditwheel"), "repair", "--plat", plat, *excludes, "-w", out_dir, wheel],
-        f"the binary needs something {PLATFORM}_{arch} does not allow (see auditwheel); "
-        "the extension must be linked by zig for glibc 2.17 (buildtools/build_ext.py)",
+        f"the binary needs something {target} does not allow (see auditwheel); the extension "
+        f"must be linked by zig for glibc {cfg.glibc} (buildtools/build_ext.py)",
         env=env,
     )
     (repaired,) = out_dir.glob(f"*{wheel_arch(wheel)}*.whl")
@@ -144,7 +147,7 @@ def check_sdist(sdist: Path) -> None:
 
 def refuse_existing(simple_url: str, files: list[Path]) -> None:
     version = config.load().version
-    existing = files_on_index(simple_url, "cuda_ext_example")
+    existing = project_files(simple_url, "cuda_ext_example")
     clash = [f.name for f in files if f.name in existing]
     same_version = [name for name in existing if f"-{version}-" in name or f"-{version}." in name]
     if clash or same_version:

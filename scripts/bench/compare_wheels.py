@@ -1,6 +1,7 @@
 """Two builds of the wheel, one GPU session: my_fast_add's ratio to torch.add and host time.
 
-    python -m bench.compare_wheels NAME=SITE_DIR_OR_WHEEL NAME=... [--passes 2] [--sizes 24-28]
+    python -m scripts.bench.compare_wheels NAME=SITE_DIR_OR_WHEEL NAME=... \
+        [--passes 2] [--sizes 24-28]
 
 Each SITE_DIR holds one installed cuda_ext_example (pip install --target); a .whl is
 installed so first (offline, no dependencies). `make compare-nvrtc` compares sm_90 SASS
@@ -20,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository root
 SIZES = range(20, 29)
 DTYPES = ("float32", "bfloat16")
 

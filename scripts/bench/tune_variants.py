@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""Times the kernel variants of bench/tune_variants.cu next to the peers (torch.add,
-torch.compile, Triton) and the installed my_fast_add, with scripts/benchmark.py's method:
+"""Times the kernel variants of scripts/bench/tune_variants.cu next to the peers (torch.add,
+torch.compile, Triton) and the installed my_fast_add, with scripts/bench/benchmark.py's method:
 do_bench (CUDA events, L2 flushed before each call), interleaved rounds, median.
 
     nvcc -O3 -std=c++17 -arch=sm_90 -shared -Xcompiler -fPIC \\
-         bench/tune_variants.cu -o build/tune/libtune_variants.so
-    python bench/tune_variants.py build/tune/libtune_variants.so --out sweep.csv
+         scripts/bench/tune_variants.cu -o build/tune/libtune_variants.so
+    python -m scripts.bench.tune_variants build/tune/libtune_variants.so --out sweep.csv
 
 Prints per cell every implementation's GB/s and spread (max-min over the rounds, in % of
 the median), then per implementation its worst and geometric-mean ratio to torch.add
-(2^20..2^24) and to the best peer (2^16..2^28). A research tool for bench/NOTES.md.
+(2^20..2^24) and to the best peer (2^16..2^28). A research tool for benchmarks/NOTES.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 // Variants of the vectorized add for the cache-hint / vectors-per-thread /
-// index-width sweep of bench/NOTES.md (change 7). Not part of the package:
-// bench/tune_variants.py loads this as a shared library with ctypes and times
+// index-width sweep of benchmarks/NOTES.md (change 7). Not part of the package:
+// scripts/bench/tune_variants.py loads this as a shared library with ctypes and times
 // every variant next to torch.add, torch.compile and Triton with the same
-// do_bench method as scripts/benchmark.py.
+// do_bench method as scripts/bench/benchmark.py.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -shared -Xcompiler -fPIC \
-//        bench/tune_variants.cu -o build/tune/libtune_variants.so
+//        scripts/bench/tune_variants.cu -o build/tune/libtune_variants.so
 //
 // Sizes must be multiples of 16 bytes (the sweep uses powers of two): no tail.
 #include <cuda_bf16.h>

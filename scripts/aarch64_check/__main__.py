@@ -1,6 +1,6 @@
 """The aarch64 wheel, run on this x86_64 machine under qemu-user emulation:
 
-    python -m scripts.cross check WHEEL [--log LOG]     (make aarch64-check)
+    python -m scripts.aarch64_check check WHEEL [--log LOG]     (make aarch64-check)
 
 It sets up once, in build/cross/aarch64-env/: Debian's qemu-user; an aarch64 CPython 3.11
 from Debian's arm64 packages, unpacked into a sysroot (never installed on this machine);
@@ -178,7 +178,7 @@ def check(wheel: Path, log_path: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m scripts.cross",
+        prog="python -m scripts.aarch64_check",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

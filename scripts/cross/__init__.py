@@ -1,1 +1,0 @@
-"""Builds for another CPU, run here under emulation (python -m scripts.cross)."""
