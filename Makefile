@@ -188,3 +188,8 @@ ncu:
 		-f -o $(RESULTS)/ncu-add $(RUN_PY) -m scripts.gpu.ncu_target
 	ncu --import $(RESULTS)/ncu-add.ncu-rep --page details > $(RESULTS)/ncu-add.txt
 	@echo "report: $(RESULTS)/ncu-add.ncu-rep (open in ncu-ui), text: $(RESULTS)/ncu-add.txt"
+# my_square vs torch.square, torch.compile and the lecture's row-wise Triton kernel on a
+# (4096, N) float32 matrix, N = 2^7..2^15; table, CSV and plot into $(RESULTS).
+.PHONY: bench-square
+bench-square:
+	$(RUN_PY) -m scripts.bench.square --out $(RESULTS) $(SQUARE_ARGS)
