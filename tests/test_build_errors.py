@@ -17,8 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.release  # builds with the dev tools (build, zig, NVRTC)
 # The build's inputs: a copy of these is a buildable tree.
-TREE = ("csrc", "buildtools", "src", "requirements", "setup.py", "pyproject.toml", "README.md",
-        "LICENSE", "MANIFEST.in")  # fmt: skip
+TREE = ("csrc", "ops", "buildtools", "src", "requirements", "setup.py", "pyproject.toml",
+        "README.md", "LICENSE", "MANIFEST.in")  # fmt: skip
 
 
 def last_lines(stderr: str, lines: int) -> list[str]:
@@ -29,10 +29,11 @@ def test_broken_kernel_ends_with_nvrtc_error_and_the_step(tmp_path):
     for name in TREE:
         copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy
         copy(ROOT / name, tmp_path / name)
-    kernel = tmp_path / "csrc" / "add_kernels.cu"
-    text = kernel.read_text()
-    line = text[: text.index("namespace cee {")].count("\n") + 2  # the line after it
-    kernel.write_text(text.replace("namespace cee {", "namespace cee {\nthis_is_not_cuda;", 1))
+    # A kernel author's typo in an op's element rule.
+    rule = tmp_path / "ops" / "square" / "rule.h"
+    text = rule.read_text()
+    line = text[: text.index("namespace cee_ops {")].count("\n") + 2  # the line after it
+    rule.write_text(text.replace("namespace cee_ops {", "namespace cee_ops {\nthis_is_not_cuda;"))
     run = subprocess.run(
         [sys.executable, "-m", "buildtools.build_wheel", "dist"],  # as make wheel runs it
         cwd=tmp_path,
@@ -44,12 +45,13 @@ def test_broken_kernel_ends_with_nvrtc_error_and_the_step(tmp_path):
     assert run.returncode != 0
     assert "Traceback" not in run.stderr, run.stderr
     tail = last_lines(run.stderr, 4)
-    step = "error: building cuda_ext_example failed at: device code (NVRTC: csrc/add_kernels.cu)"
-    assert tail[-1] == step
-    assert re.fullmatch(
-        r'\d+ errors? detected in the compilation of "csrc/add_kernels.cu"\.', tail[-2]
+    step = (
+        "error: building cuda_ext_example failed at: device code "
+        "(NVRTC: ops/*/rule.h over csrc/elementwise_kernels.cuh)"
     )
-    assert f"csrc/add_kernels.cu({line}): error:" in run.stderr
+    assert tail[-1] == step
+    assert re.fullmatch(r'\d+ errors? detected in the compilation of "device_code.cu"\.', tail[-2])
+    assert f"ops/square/rule.h({line}): error:" in run.stderr
     assert "NVRTC 12.9, sm_120: NVRTC compile for sm_120: NVRTC_ERROR_COMPILATION" in run.stderr
 
 

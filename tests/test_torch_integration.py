@@ -1,4 +1,5 @@
-"""The ops behave as real torch ops: opcheck, torch.compile(fullgraph=True), autograd."""
+"""Every declared op behaves as a real torch op: opcheck, torch.compile(fullgraph=True),
+autograd from its declared derivatives."""
 
 from __future__ import annotations
 
@@ -8,45 +9,48 @@ from helpers import assert_bitwise_equal, random_tensor
 
 import cuda_ext_example
 
-OP_OVERLOADS = {
-    "my_add": torch.ops.cuda_ext_example.my_add.default,
-    "my_fast_add": torch.ops.cuda_ext_example.my_fast_add.default,
-}
+
+def overload(op):
+    return getattr(torch.ops.cuda_ext_example, op.__name__).default
 
 
-@pytest.mark.parametrize("name", list(OP_OVERLOADS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64], ids=str)
-def test_opcheck(name, device, dtype):
-    a = random_tensor((5, 7), dtype, device)
-    b = random_tensor((5, 7), dtype, device)
+def test_opcheck(any_op, device, dtype):
+    inputs = [random_tensor((5, 7), dtype, device) for _ in range(any_op.arity)]
     if dtype.is_floating_point:
-        a.requires_grad_()
-    torch.library.opcheck(OP_OVERLOADS[name], (a, b))
+        inputs[0].requires_grad_()
+    torch.library.opcheck(overload(any_op), tuple(inputs))
 
 
-def test_opcheck_non_contiguous(device):
-    a = random_tensor((6, 4), torch.float32, device).t()
-    b = random_tensor((4, 6), torch.float32, device)
-    torch.library.opcheck(OP_OVERLOADS["my_fast_add"], (a, b))
+def test_opcheck_non_contiguous(any_op, device):
+    inputs = [random_tensor((6, 4), torch.float32, device).t()]
+    inputs += [random_tensor((4, 6), torch.float32, device)] * (any_op.arity - 1)
+    torch.library.opcheck(overload(any_op), tuple(inputs))
 
 
-def test_torch_compile_fullgraph(op, device):
+def test_torch_compile_fullgraph(any_op, device):
     torch._dynamo.reset()
 
-    def f(a, b):
-        return op(a, b) * 2 + 1
+    def f(*inputs):
+        return any_op(*inputs) * 2 + 1
 
     compiled = torch.compile(f, fullgraph=True)
-    a = random_tensor((1000,), torch.float32, device)
-    b = random_tensor((1000,), torch.float32, device)
-    assert_bitwise_equal(compiled(a, b), f(a, b))
-    # different size: dynamic shapes path
-    a2 = random_tensor((37,), torch.float32, device)
-    b2 = random_tensor((37,), torch.float32, device)
-    assert_bitwise_equal(compiled(a2, b2), f(a2, b2))
+    for size in (1000, 37):  # the second: dynamic shapes
+        inputs = [random_tensor((size,), torch.float32, device) for _ in range(any_op.arity)]
+        assert_bitwise_equal(compiled(*inputs), f(*inputs))
 
 
-def test_compiled_graph_contains_the_op(op):
+def test_torch_compile_backward(any_op, device):
+    torch._dynamo.reset()
+    inputs = [random_tensor((64,), torch.float64, device).requires_grad_()]
+    inputs += [random_tensor((64,), torch.float64, device)] * (any_op.arity - 1)
+    torch.compile(lambda *x: any_op(*x).sum(), fullgraph=True)(*inputs).backward()
+    want = inputs[0].detach().clone().requires_grad_()
+    any_op.reference(want, *inputs[1:]).sum().backward()
+    assert torch.allclose(inputs[0].grad, want.grad)
+
+
+def test_compiled_graph_contains_the_op(any_op):
     torch._dynamo.reset()
     seen = []
 
@@ -54,9 +58,9 @@ def test_compiled_graph_contains_the_op(op):
         seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
         return gm.forward
 
-    compiled = torch.compile(lambda a, b: op(a, b), backend=backend, fullgraph=True)
-    compiled(torch.ones(4), torch.ones(4))
-    assert any(t.startswith(f"cuda_ext_example.{op.__name__}") for t in seen), seen
+    compiled = torch.compile(lambda *x: any_op(*x), backend=backend, fullgraph=True)
+    compiled(*[torch.ones(4)] * any_op.arity)
+    assert any(t.startswith(f"cuda_ext_example.{any_op.__name__}") for t in seen), seen
 
 
 def test_autograd(op, device):
@@ -123,8 +127,13 @@ def test_wrapper_type_error_also_when_grad_is_needed(op, device):
 
 
 def test_public_api():
-    assert set(cuda_ext_example.__all__) >= {"my_add", "my_fast_add", "__version__"}
-    assert cuda_ext_example.my_add.__doc__
+    assert set(cuda_ext_example.__all__) >= {"my_add", "my_fast_add", "my_square", "__version__"}
+    assert set(cuda_ext_example.OP_NAMES) == set(
+        cuda_ext_example.BUILD_INFO["ops"][i]["name"] for i in range(len(cuda_ext_example.OP_NAMES))
+    )
+    for name in cuda_ext_example.OP_NAMES:  # the declaration's doc, under its signature
+        doc = getattr(cuda_ext_example, name).__doc__
+        assert doc.startswith(f"{name}(") and cuda_ext_example.ops.DECLARATIONS[name]["doc"] in doc
 
 
 def test_wrapper_works_without_torch_private_apis(device):
