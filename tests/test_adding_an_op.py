@@ -1,0 +1,73 @@
+"""docs/ADDING_AN_OP.md, run: its three files written into a fresh clone exactly as the
+page shows them, then the clone builds, repairs, passes every release gate and the new op's
+tests. The recipe is the doc's, so the doc cannot go stale.
+
+Slow (a whole wheel build): marked `release`. The clone reuses this venv's tools."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from clones import clone_with_tools, make
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "ADDING_AN_OP.md"
+pytestmark = pytest.mark.release
+
+
+def recipe_files() -> dict[str, str]:
+    """path -> content of every ```lang file=PATH block of the page."""
+    blocks = re.findall(r"^```\w+ file=(\S+)\n(.*?)^```$", DOC.read_text(), re.M | re.S)
+    return dict(blocks)
+
+
+def test_the_recipe_is_three_files_and_a_short_declaration():
+    files = recipe_files()
+    kinds = sorted(Path(p).name if p.startswith("ops/") else "tests" for p in files)
+    assert kinds == ["ops.toml", "rule.h", "tests"], files.keys()
+    declaration = next(text for path, text in files.items() if path.endswith("ops.toml"))
+    assert len(declaration.splitlines()) <= 30
+
+
+@pytest.fixture(scope="module")
+def recipe_clone(tmp_path_factory):
+    clone = clone_with_tools(tmp_path_factory.mktemp("recipe"))
+    for path, text in recipe_files().items():
+        (clone / path).parent.mkdir(parents=True, exist_ok=True)
+        (clone / path).write_text(text)
+    built = make(clone, "repair")
+    assert built.returncode == 0, (built.stdout + built.stderr)[-4000:]
+    return clone
+
+
+def test_recipe_touches_nothing_but_its_files(recipe_clone):
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=recipe_clone, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    changed = sorted(line[3:] for line in status.splitlines())
+    assert changed == sorted(recipe_files()), status
+
+
+def test_recipe_op_passes_every_gate(recipe_clone):
+    (wheel,) = (recipe_clone / "wheelhouse").glob("*.whl")
+    gates = subprocess.run(
+        [recipe_clone / ".venv" / "bin" / "python", "-m", "scripts.release", "gates", wheel],
+        cwd=recipe_clone, capture_output=True, text=True,
+    )  # fmt: skip
+    out = gates.stdout + gates.stderr
+    assert gates.returncode == 0, out[-4000:]
+    assert "<== gates: ok" in out
+
+
+def test_recipe_op_passes_its_tests_and_the_declared_op_tests(recipe_clone):
+    args = "tests/ops/test_my_sub.py tests/test_ops.py tests/test_torch_func.py -k my_sub"
+    run = make(recipe_clone, "test", f"PYTEST_ARGS={args} -p no:cacheprovider")
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-4000:]
+    passed = int(re.search(r"(\d+) passed", out).group(1))
+    assert passed >= 50, out[-2000:]  # its own two, the dtype/size/layout grid, torch.func
+    assert "failed" not in out.splitlines()[-1]
