@@ -123,7 +123,7 @@ lint: $(STAMP)
 format: $(STAMP)
 	ruff check --fix --exit-zero --quiet .
 	ruff format .
-	clang-format -i csrc/*.cu csrc/*.cpp csrc/*.h
+	clang-format -i $(wildcard csrc/*.cuh csrc/*.cpp csrc/*.h ops/*/*.h)
 	ruff check .
 
 clean:

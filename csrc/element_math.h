@@ -1,15 +1,19 @@
-// The arithmetic an element rule (ops/*/rule.h) runs in, on the host and the GPU alike:
-// the one place that says how each dtype computes, so a rule is written once, as plain
-// C++ on one type C (`return a + b;`), and equals torch bit for bit.
+// The arithmetic an element rule (ops/*/rule.h) runs in, on the host and the
+// GPU alike: the one place that says how each dtype computes, so a rule is
+// written once, as plain C++ on one type C (`return a + b;`), and equals torch
+// bit for bit.
 //
 // cee::Compute<T>::type is C for storage type T:
-// - signed integers compute in an unsigned type of at least 32 bits: overflow wraps (two's
-//   complement, as torch's does) without C++'s undefined behaviour, and 8/16-bit values
-//   never promote to a signed int that could overflow;
-// - 16-bit floats compute in float and round back to nearest even, as c10::Half and
+// - signed integers compute in an unsigned type of at least 32 bits: overflow
+// wraps (two's
+//   complement, as torch's does) without C++'s undefined behaviour, and
+//   8/16-bit values never promote to a signed int that could overflow;
+// - 16-bit floats compute in float and round back to nearest even, as c10::Half
+// and
 //   c10::BFloat16 (and torch's CUDA kernels) do. The device types (__half,
-//   __nv_bfloat16) are specialized here; a host type (c10::Half, the harness's own) is
-//   specialized by the file that has it (csrc/ops.cpp, csrc/harness.cpp);
+//   __nv_bfloat16) are specialized here; a host type (c10::Half, the harness's
+//   own) is specialized by the file that has it (csrc/ops.cpp,
+//   csrc/harness.cpp);
 // - every other type computes in itself.
 // No standard library: NVRTC compiles this too.
 #pragma once
@@ -43,11 +47,13 @@ struct ComputeAsUnsigned {  // wraps modulo 2^bits(T) on the way out
 template <>
 struct Compute<signed char> : ComputeAsUnsigned<signed char, unsigned int> {};
 template <>
-struct Compute<unsigned char> : ComputeAsUnsigned<unsigned char, unsigned int> {};
+struct Compute<unsigned char> : ComputeAsUnsigned<unsigned char, unsigned int> {
+};
 template <>
 struct Compute<short> : ComputeAsUnsigned<short, unsigned int> {};
 template <>
-struct Compute<unsigned short> : ComputeAsUnsigned<unsigned short, unsigned int> {};
+struct Compute<unsigned short>
+    : ComputeAsUnsigned<unsigned short, unsigned int> {};
 template <>
 struct Compute<int> : ComputeAsUnsigned<int, unsigned int> {};
 template <>
@@ -65,12 +71,17 @@ struct Compute<__half> {
 template <>
 struct Compute<__nv_bfloat16> {
   typedef float type;
-  static CEE_HOST_DEVICE float in(__nv_bfloat16 x) { return __bfloat162float(x); }
-  static CEE_HOST_DEVICE __nv_bfloat16 out(float c) { return __float2bfloat16_rn(c); }
+  static CEE_HOST_DEVICE float in(__nv_bfloat16 x) {
+    return __bfloat162float(x);
+  }
+  static CEE_HOST_DEVICE __nv_bfloat16 out(float c) {
+    return __float2bfloat16_rn(c);
+  }
 };
 #endif
 
-// One element of an op: the rule applied to the op's inputs at one index, in Compute<T>.
+// One element of an op: the rule applied to the op's inputs at one index, in
+// Compute<T>.
 template <typename Rule, typename T>
 CEE_HOST_DEVICE T apply_rule(const T (&v)[1]) {
   typedef Compute<T> C;

@@ -1,10 +1,10 @@
-// The elementwise kernels every op of ops/ runs, as templates over its rule. Device code
-// only: compiled at build time by NVRTC (buildtools/device_code.py), each instance named
-// by a name expression such as
+// The elementwise kernels every op of ops/ runs, as templates over its rule.
+// Device code only: compiled at build time by NVRTC
+// (buildtools/device_code.py), each instance named by a name expression such as
 //   cee::elementwise_vectorized<cee_ops::Add, float, 2, 16, 256, 4>
-// that buildtools/ops.py derives from the op declarations and pyproject.toml's launch
-// shapes. NVRTC sees only this file, the rules and the CUDA headers: no torch, no host
-// code, no C++ standard library.
+// that buildtools/ops.py derives from the op declarations and pyproject.toml's
+// launch shapes. NVRTC sees only this file, the rules and the CUDA headers: no
+// torch, no host code, no C++ standard library.
 //
 // Both kernels take (Inputs<T, N> in, T* out, long long n): the launcher
 // (csrc/elementwise_launch.h) passes the input pointers in one struct by value.
@@ -21,7 +21,8 @@ struct Inputs {
 
 // The baseline: one element per thread, 64-bit index.
 template <typename Rule, typename T, int N>
-__global__ void elementwise_simple(Inputs<T, N> in, T* __restrict__ out, long long n) {
+__global__ void elementwise_simple(Inputs<T, N> in, T* __restrict__ out,
+                                   long long n) {
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   T v[N];
@@ -42,13 +43,18 @@ struct AccessOf<8> {
   typedef uint2 type;
 };
 
-// A read-only (non-coherent) load: the pointers sit in a struct, where the compiler
-// cannot see they are __restrict__, so ld.global.nc is asked for by name.
-__device__ __forceinline__ uint4 load_readonly(const uint4* p) { return __ldg(p); }
-__device__ __forceinline__ uint2 load_readonly(const uint2* p) { return __ldg(p); }
+// A read-only (non-coherent) load: the pointers sit in a struct, where the
+// compiler cannot see they are __restrict__, so ld.global.nc is asked for by
+// name.
+__device__ __forceinline__ uint4 load_readonly(const uint4* p) {
+  return __ldg(p);
+}
+__device__ __forceinline__ uint2 load_readonly(const uint2* p) {
+  return __ldg(p);
+}
 
-// The rule over the elements packed in one access of each input. The union is the CUDA
-// idiom for viewing an access's registers as T.
+// The rule over the elements packed in one access of each input. The union is
+// the CUDA idiom for viewing an access's registers as T.
 template <typename Rule, typename T, int N, typename Access>
 __device__ __forceinline__ Access apply_packed(const Access (&x)[N]) {
   union Packed {
@@ -70,10 +76,12 @@ __device__ __forceinline__ Access apply_packed(const Access (&x)[N]) {
 
 // kPerThread accesses of one thread: all loads, then the rule and the stores.
 // kChecked: guard each access against n_acc (the grid's last block only).
-template <typename Rule, typename T, int N, typename Access, int kBlock, int kPerThread,
-          bool kChecked>
-__device__ __forceinline__ void vector_accesses(const Inputs<T, N>& in, Access* __restrict__ vo,
-                                                long long base, long long n_acc) {
+template <typename Rule, typename T, int N, typename Access, int kBlock,
+          int kPerThread, bool kChecked>
+__device__ __forceinline__ void vector_accesses(const Inputs<T, N>& in,
+                                                Access* __restrict__ vo,
+                                                long long base,
+                                                long long n_acc) {
   Access x[kPerThread][N];
 #pragma unroll
   for (int a = 0; a < kPerThread; ++a) {
@@ -91,14 +99,16 @@ __device__ __forceinline__ void vector_accesses(const Inputs<T, N>& in, Access* 
   }
 }
 
-// The vectorized kernel. Each thread moves kPerThread accesses of kBytes from each input;
-// thread t of a block takes accesses t, t + kBlock, ... (coalesced) and issues all its
-// loads before any store. Full blocks take an unguarded, straight-line path: with a guard
-// per access, ptxas sinks the loads of 1- and 2-byte types next to their stores, leaving
-// one access in flight per thread. The last n % width elements (fewer than one access)
-// are done one by one by the first threads of the grid. The launcher guarantees every
-// pointer is kBytes-aligned.
-template <typename Rule, typename T, int N, int kBytes, int kBlock, int kPerThread>
+// The vectorized kernel. Each thread moves kPerThread accesses of kBytes from
+// each input; thread t of a block takes accesses t, t + kBlock, ... (coalesced)
+// and issues all its loads before any store. Full blocks take an unguarded,
+// straight-line path: with a guard per access, ptxas sinks the loads of 1- and
+// 2-byte types next to their stores, leaving one access in flight per thread.
+// The last n % width elements (fewer than one access) are done one by one by
+// the first threads of the grid. The launcher guarantees every pointer is
+// kBytes-aligned.
+template <typename Rule, typename T, int N, int kBytes, int kBlock,
+          int kPerThread>
 __global__ void __launch_bounds__(kBlock)
     elementwise_vectorized(Inputs<T, N> in, T* __restrict__ out, long long n) {
   typedef typename AccessOf<kBytes>::type Access;
@@ -107,11 +117,11 @@ __global__ void __launch_bounds__(kBlock)
   Access* vo = reinterpret_cast<Access*>(out);
   const long long first = (long long)blockIdx.x * (kBlock * kPerThread);
   if (first + kBlock * kPerThread <= n_acc) {
-    vector_accesses<Rule, T, N, Access, kBlock, kPerThread, false>(in, vo, first + threadIdx.x,
-                                                                   n_acc);
+    vector_accesses<Rule, T, N, Access, kBlock, kPerThread, false>(
+        in, vo, first + threadIdx.x, n_acc);
   } else {
-    vector_accesses<Rule, T, N, Access, kBlock, kPerThread, true>(in, vo, first + threadIdx.x,
-                                                                  n_acc);
+    vector_accesses<Rule, T, N, Access, kBlock, kPerThread, true>(
+        in, vo, first + threadIdx.x, n_acc);
   }
   const long long tail = n - n_acc * kWidth;
   const long long t = (long long)blockIdx.x * kBlock + threadIdx.x;

@@ -1,10 +1,12 @@
 // Standalone debug harness: the product's own fatbin through the product's own
-// launcher (csrc/launcher.cpp, csrc/elementwise_launch.h), with no torch, every result of
-// every declared op checked against the same rule (ops/*/rule.h) run on the host. Build
-// with `make cpp` (here, no GPU needed), run it on a GPU machine:
+// launcher (csrc/launcher.cpp, csrc/elementwise_launch.h), with no torch, every
+// result of every declared op checked against the same rule (ops/*/rule.h) run
+// on the host. Build with `make cpp` (here, no GPU needed), run it on a GPU
+// machine:
 //
-//   build/cpp/cee_harness        every op, dtype, size and offset; exit 0 iff all match
-//   build/cpp/cee_harness N      one float32 case of N elements, every op
+//   build/cpp/cee_harness        every op, dtype, size and offset; exit 0 iff
+//   all match build/cpp/cee_harness N      one float32 case of N elements,
+//   every op
 //
 // Exit codes: 0 all correct, 1 a mismatch, 2 a CUDA error (message printed).
 // Memory and copies use driver entry points handed out by the launcher.
@@ -21,8 +23,8 @@
 
 #include "element_math.h"
 
-// Floats of 2 bytes are carried as their bits; element_math.h computes them in float32,
-// rounded to nearest even, through the Compute specializations below.
+// Floats of 2 bytes are carried as their bits; element_math.h computes them in
+// float32, rounded to nearest even, through the Compute specializations below.
 struct Half {
   uint16_t bits;
 };
@@ -82,8 +84,8 @@ struct Compute<BFloat16> {
 
 namespace {
 
-// The harness's host type for each dtype of the core, by torch's name (a dtype added to
-// pyproject.toml fails to compile here until it is given one).
+// The harness's host type for each dtype of the core, by torch's name (a dtype
+// added to pyproject.toml fails to compile here until it is given one).
 typedef Half HostType_float16;
 typedef BFloat16 HostType_bfloat16;
 typedef float HostType_float32;
@@ -132,7 +134,8 @@ void check(CUresult status, const char* what) {
   std::exit(2);
 }
 
-// Runs one case of one op; returns the number of wrong elements (exits on CUDA errors).
+// Runs one case of one op; returns the number of wrong elements (exits on CUDA
+// errors).
 template <typename Rule, int N, typename T>
 int64_t run_case(const cee::OpInfo& op, int dtype, const char* name, int64_t n,
                  int64_t offset, std::mt19937_64& rng) {
@@ -152,8 +155,9 @@ int64_t run_case(const cee::OpInfo& op, int dtype, const char* name, int64_t n,
   std::memset(poison.data(), 0xff, bytes);  // unwritten output shows
   check(driver.htod(dout, poison.data(), bytes), "cuMemcpyHtoD");
   char err[1024] = {0};
-  if (cee::launch_elementwise(op, dtype, args, (void*)(dout + offset * sizeof(T)), n, 0,
-                              nullptr, err, sizeof err) != 0) {
+  if (cee::launch_elementwise(op, dtype, args,
+                              (void*)(dout + offset * sizeof(T)), n, 0, nullptr,
+                              err, sizeof err) != 0) {
     std::fprintf(stderr, "%s\n", err);
     std::exit(2);
   }
@@ -169,18 +173,19 @@ int64_t run_case(const cee::OpInfo& op, int dtype, const char* name, int64_t n,
   for (int k = 0; k < N; ++k) driver.mem_free(din[k]);
   driver.mem_free(dout);
   if (wrong)
-    std::printf("MISMATCH %s %s n=%lld offset=%lld: %lld wrong\n", op.name, name,
-                (long long)n, (long long)offset, (long long)wrong);
+    std::printf("MISMATCH %s %s n=%lld offset=%lld: %lld wrong\n", op.name,
+                name, (long long)n, (long long)offset, (long long)wrong);
   return wrong;
 }
 
 template <typename Rule, int N, typename T>
-int64_t run_dtype(const cee::OpInfo& op, int dtype, const char* name, std::mt19937_64& rng,
-                  const std::vector<int64_t>& sizes) {
+int64_t run_dtype(const cee::OpInfo& op, int dtype, const char* name,
+                  std::mt19937_64& rng, const std::vector<int64_t>& sizes) {
   if (op.kernels[dtype] < 0) return 0;  // not one of the op's dtypes
   int64_t wrong = 0;
   for (int64_t n : sizes)
-    for (int64_t offset : {0, 1, 3}) wrong += run_case<Rule, N, T>(op, dtype, name, n, offset, rng);
+    for (int64_t offset : {0, 1, 3})
+      wrong += run_case<Rule, N, T>(op, dtype, name, n, offset, rng);
   return wrong;
 }
 
@@ -226,22 +231,24 @@ int main(int argc, char** argv) {
   int64_t wrong = 0;
   if (argc > 1) {
     sizes = {std::atoll(argv[1])};
-#define CEE_RUN_OP(op, rule, arity, schema) \
-  wrong += run_dtype<rule, arity, float>(cee_op_##op, CEE_DTYPE_FLOAT32, "float32", rng, sizes);
+#define CEE_RUN_OP(op, rule, arity, schema)                              \
+  wrong += run_dtype<rule, arity, float>(cee_op_##op, CEE_DTYPE_FLOAT32, \
+                                         "float32", rng, sizes);
     CEE_FOR_EACH_OP(CEE_RUN_OP)
 #undef CEE_RUN_OP
     std::printf("%s\n", wrong ? "FAILED" : "OK");
     return wrong ? 1 : 0;
   }
-#define CEE_RUN_DTYPE(id, device_type, size, scalar_type, name) \
-  static_assert(sizeof(HostType_##name) == size, #name);        \
-  wrong += run_dtype<Rule, N, HostType_##name>(op, CEE_DTYPE_##id, #name, rng, sizes);
-#define CEE_RUN_OP(name, rule, arity, schema)              \
-  {                                                        \
-    typedef rule Rule;                                     \
-    const int N = arity;                                   \
-    const cee::OpInfo& op = cee_op_##name;                 \
-    CEE_FOR_EACH_DTYPE(CEE_RUN_DTYPE)                      \
+#define CEE_RUN_DTYPE(id, device_type, size, scalar_type, name)                \
+  static_assert(sizeof(HostType_##name) == size, #name);                       \
+  wrong += run_dtype<Rule, N, HostType_##name>(op, CEE_DTYPE_##id, #name, rng, \
+                                               sizes);
+#define CEE_RUN_OP(name, rule, arity, schema) \
+  {                                           \
+    typedef rule Rule;                        \
+    const int N = arity;                      \
+    const cee::OpInfo& op = cee_op_##name;    \
+    CEE_FOR_EACH_DTYPE(CEE_RUN_DTYPE)         \
   }
   CEE_FOR_EACH_OP(CEE_RUN_OP)
 #undef CEE_RUN_OP

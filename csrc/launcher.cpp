@@ -5,8 +5,8 @@
 // (cee_generated.h, from the op declarations), never by what they compute.
 //
 // Why the driver API: the device code is CUDA 12 (NVRTC), which every driver
-// >= CEE_MIN_DRIVER runs, and a launcher that links no cudart adds no newer floor of its
-// own. What it relies on:
+// >= CEE_MIN_DRIVER runs, and a launcher that links no cudart adds no newer
+// floor of its own. What it relies on:
 // - libcuda.so.1 is opened at the first CUDA call (never at import, so CPU-only
 //   machines load the extension); every entry point comes from
 //   cuGetProcAddress asking for CUDA 12.0 behaviour, the oldest driver we
@@ -172,8 +172,8 @@ bool load_driver(State& s, Once& once) {
   if (version < kDriverApiVersion || !s.driver.get_proc_address) {
     snprintf(once.error, sizeof once.error,
              "the NVIDIA driver supports CUDA %d.%d; this wheel's GPU kernels "
-             "need a driver for CUDA >= " CEE_MIN_DRIVER_CUDA " (>= " CEE_MIN_DRIVER
-             "). Update the NVIDIA driver",
+             "need a driver for CUDA >= " CEE_MIN_DRIVER_CUDA
+             " (>= " CEE_MIN_DRIVER "). Update the NVIDIA driver",
              version / 1000, version % 1000 / 10);
     return false;
   }
@@ -182,7 +182,7 @@ bool load_driver(State& s, Once& once) {
   d.name = reinterpret_cast<PFN_##name##_v##version>(entry_point(d, #name)); \
   if (!d.name) {                                                             \
     snprintf(once.error, sizeof once.error,                                  \
-             "the NVIDIA driver has no %s for CUDA " CEE_MIN_DRIVER_CUDA,  \
+             "the NVIDIA driver has no %s for CUDA " CEE_MIN_DRIVER_CUDA,    \
              #name);                                                         \
     return false;                                                            \
   }
@@ -252,8 +252,9 @@ bool run_once(State& s, Once& once, bool (*step)(State&, Once&), char* err,
   return false;
 }
 
-// The kernel loaded for the device's primary context (current), resolved at its first
-// use: cuLibraryGetKernel (context-independent, once) then cuKernelGetFunction.
+// The kernel loaded for the device's primary context (current), resolved at its
+// first use: cuLibraryGetKernel (context-independent, once) then
+// cuKernelGetFunction.
 CUresult resolve_kernel(State& s, int device, int kernel, CUfunction* out,
                         const char** what) {
   std::atomic<CUfunction>& cached = s.functions[device][kernel];
@@ -347,8 +348,8 @@ extern "C" int cee_find_kernel(const char* name_expression) {
 }
 
 extern "C" int cee_launch(int kernel, unsigned grid, unsigned block,
-                          void** args, int device, void* stream,
-                          const char* op, char* err, size_t err_len) {
+                          void** args, int device, void* stream, const char* op,
+                          char* err, size_t err_len) {
   char reason[512];
   State& s = state();
   if (!run_once(s, s.driver_step, initialize_driver, reason, sizeof reason)) {

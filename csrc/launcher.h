@@ -1,8 +1,9 @@
-// C interface of the CUDA launcher (csrc/launcher.cpp): the op-agnostic core that loads the
-// embedded device code and launches any of its kernels through the NVIDIA driver API (no
-// CUDA runtime). Used by the torch ops (csrc/ops.cpp, through csrc/elementwise_launch.h)
-// and by the standalone harness (csrc/harness.cpp). Only plain C types cross it.
-// libcuda.so.1 is opened at the first CUDA call, never at import.
+// C interface of the CUDA launcher (csrc/launcher.cpp): the op-agnostic core
+// that loads the embedded device code and launches any of its kernels through
+// the NVIDIA driver API (no CUDA runtime). Used by the torch ops (csrc/ops.cpp,
+// through csrc/elementwise_launch.h) and by the standalone harness
+// (csrc/harness.cpp). Only plain C types cross it. libcuda.so.1 is opened at
+// the first CUDA call, never at import.
 #pragma once
 
 #include <stddef.h>
@@ -12,23 +13,26 @@
 extern "C" {
 #endif
 
-// The index of a kernel instance of the device code, by the name expression it was
-// compiled from (e.g. "cee::elementwise_simple<cee_ops::Add, float, 2>"), or -1. The
-// generated table (cee_generated.h) gives the elementwise ops their indices directly;
-// this is for code that names its own kernels.
+// The index of a kernel instance of the device code, by the name expression it
+// was compiled from (e.g. "cee::elementwise_simple<cee_ops::Add, float, 2>"),
+// or -1. The generated table (cee_generated.h) gives the elementwise ops their
+// indices directly; this is for code that names its own kernels.
 int cee_find_kernel(const char* name_expression);
 
-// Launches kernel `kernel` (an index as above) on `device` with `args` (cuLaunchKernel's
-// array of pointers to each parameter), on `stream` (a CUstream of that device's primary
-// context; NULL: the legacy default stream). The kernel is loaded for the device at its
-// first use, outside any graph capture's restrictions. Returns 0 on success; on failure
-// the CUresult (or -1 when the driver could not be used at all), with a readable message
-// that starts with `op` in err[0..err_len).
-int cee_launch(int kernel, unsigned grid, unsigned block, void** args, int device,
-               void* stream, const char* op, char* err, size_t err_len);
+// Launches kernel `kernel` (an index as above) on `device` with `args`
+// (cuLaunchKernel's array of pointers to each parameter), on `stream` (a
+// CUstream of that device's primary context; NULL: the legacy default stream).
+// The kernel is loaded for the device at its first use, outside any graph
+// capture's restrictions. Returns 0 on success; on failure the CUresult (or -1
+// when the driver could not be used at all), with a readable message that
+// starts with `op` in err[0..err_len).
+int cee_launch(int kernel, unsigned grid, unsigned block, void** args,
+               int device, void* stream, const char* op, char* err,
+               size_t err_len);
 
-// A driver entry point as cuGetProcAddress returns it for the oldest CUDA the wheel
-// supports (the harness uses it for memory and copies), or NULL with a message in err.
+// A driver entry point as cuGetProcAddress returns it for the oldest CUDA the
+// wheel supports (the harness uses it for memory and copies), or NULL with a
+// message in err.
 void* cee_cuda_entry_point(const char* name, char* err, size_t err_len);
 
 // The device code this binary carries, e.g.

@@ -1,32 +1,35 @@
-// The types of the generated op table (cee_generated.h, written by buildtools/device_code.py
-// from ops/*/ops.toml and pyproject.toml): what the host code knows of each op.
+// The types of the generated op table (cee_generated.h, written by
+// buildtools/device_code.py from ops/*/ops.toml and pyproject.toml): what the
+// host code knows of each op.
 #pragma once
 
 #include <stdint.h>
 
 namespace cee {
 
-// A launch shape of the vectorized kernel (pyproject.toml elementwise.vectorized).
+// A launch shape of the vectorized kernel (pyproject.toml
+// elementwise.vectorized).
 struct VectorShape {
   int64_t up_to_bytes;  // bytes per tensor this shape is for; -1: any size
   int access_bytes, block, per_thread;
 };
 
-// What the launcher passes as the kernels' first parameter, Inputs<T, N>: the input
-// pointers (N <= 3), by value.
+// What the launcher passes as the kernels' first parameter, Inputs<T, N>: the
+// input pointers (N <= 3), by value.
 struct KernelInputs {
   const void* p[3];
 };
 
 // One declared op.
 struct OpInfo {
-  const char* name;     // "my_add"
-  const char* qualname;  // "cuda_ext_example.my_add": how errors name it
+  const char* name;           // "my_add"
+  const char* qualname;       // "cuda_ext_example.my_add": how errors name it
   const char* const* inputs;  // the schema's names of the inputs: {"a", "b"}
   int arity;
   bool vectorized;
-  // kernels[slot * CEE_NUM_DTYPES + dtype]: the launcher's kernel index, -1 where the op
-  // has no such dtype. Slot 0: the simple kernel; 1 + i: vector shape i.
+  // kernels[slot * CEE_NUM_DTYPES + dtype]: the launcher's kernel index, -1
+  // where the op has no such dtype. Slot 0: the simple kernel; 1 + i: vector
+  // shape i.
   const int* kernels;
 };
 

@@ -1,8 +1,8 @@
-// Host side of every declared op: the torch registrations, the input checks, the CPU
-// kernels and the CUDA dispatch, generated from the op table (cee_generated.h, written by
-// the build from ops/*/ops.toml). Op-agnostic: a kernel author never edits this file.
-// Uses only the LibTorch stable ABI (TORCH_TARGET_VERSION 2.10), so one binary loads on
-// every torch >= 2.10.
+// Host side of every declared op: the torch registrations, the input checks,
+// the CPU kernels and the CUDA dispatch, generated from the op table
+// (cee_generated.h, written by the build from ops/*/ops.toml). Op-agnostic: a
+// kernel author never edits this file. Uses only the LibTorch stable ABI
+// (TORCH_TARGET_VERSION 2.10), so one binary loads on every torch >= 2.10.
 //
 // Built by zig (clang + its own static libc++) against glibc 2.17. Because our
 // C++ runtime is not torch's, no C++ exception may cross into libtorch: every
@@ -132,7 +132,8 @@ int dtype_index(ScalarType t) {
 }
 
 bool op_has_dtype(const cee::OpInfo& op, int dtype) {
-  return dtype >= 0 && op.kernels[dtype] >= 0;  // slot 0: every op has a simple kernel
+  return dtype >= 0 &&
+         op.kernels[dtype] >= 0;  // slot 0: every op has a simple kernel
 }
 
 std::string supported_dtypes(const cee::OpInfo& op) {
@@ -143,7 +144,8 @@ std::string supported_dtypes(const cee::OpInfo& op) {
   };
   std::string out;
   for (int d = 0; d < CEE_NUM_DTYPES; ++d)
-    if (op_has_dtype(op, d)) out += (out.empty() ? "" : ", ") + std::string(names[d]);
+    if (op_has_dtype(op, d))
+      out += (out.empty() ? "" : ", ") + std::string(names[d]);
   return out;
 }
 
@@ -154,9 +156,9 @@ bool same_shape(const Tensor& a, const Tensor& b) {
   return true;
 }
 
-// The one set of input rules for every op, said in the op's own input names. The fake
-// kernels (cuda_ext_example/ops.py) state the same rules for torch.compile; a test
-// compares the two messages case by case.
+// The one set of input rules for every op, said in the op's own input names.
+// The fake kernels (cuda_ext_example/ops.py) state the same rules for
+// torch.compile; a test compares the two messages case by case.
 template <int N>
 int check_inputs(const cee::OpInfo& op, const Tensor (&in)[N]) {
   const char* both = N == 2 ? "both" : "all";
@@ -166,13 +168,15 @@ int check_inputs(const cee::OpInfo& op, const Tensor (&in)[N]) {
       fail("expected dense (strided) tensors, got a sparse or other layout");
   for (int k = 1; k < N; ++k)
     if (!(in[k].device() == in[0].device()))
-      fail(std::string("expected ") + both + " tensors on the same device, got " + first +
-           " on " + device_name(in[0].device()) + " and " + op.inputs[k] + " on " +
+      fail(std::string("expected ") + both +
+           " tensors on the same device, got " + first + " on " +
+           device_name(in[0].device()) + " and " + op.inputs[k] + " on " +
            device_name(in[k].device()));
   for (int k = 1; k < N; ++k)
     if (in[k].scalar_type() != in[0].scalar_type())
-      fail(std::string("expected ") + both + " tensors to have the same dtype, got " + first +
-           " " + dtype_name(in[0].scalar_type()) + " and " + op.inputs[k] + " " +
+      fail(std::string("expected ") + both +
+           " tensors to have the same dtype, got " + first + " " +
+           dtype_name(in[0].scalar_type()) + " and " + op.inputs[k] + " " +
            dtype_name(in[k].scalar_type()));
   const int dtype = dtype_index(in[0].scalar_type());
   if (!op_has_dtype(op, dtype))
@@ -180,8 +184,9 @@ int check_inputs(const cee::OpInfo& op, const Tensor (&in)[N]) {
          "; supported: " + supported_dtypes(op));
   for (int k = 1; k < N; ++k)
     if (!same_shape(in[0], in[k]))
-      fail("expected tensors of the same shape (no broadcasting), got " + first + " " +
-           shape_string(in[0]) + " and " + op.inputs[k] + " " + shape_string(in[k]));
+      fail("expected tensors of the same shape (no broadcasting), got " +
+           first + " " + shape_string(in[0]) + " and " + op.inputs[k] + " " +
+           shape_string(in[k]));
   return dtype;
 }
 
@@ -189,20 +194,22 @@ int check_inputs(const cee::OpInfo& op, const Tensor (&in)[N]) {
 
 typedef void (*CpuKernel)(const void* const* in, void* out, int64_t n);
 
-// The op's rule over n elements, in torch's thread pool (vectorizing is the compiler's
-// job here). The callback runs inside that pool: it must never throw.
+// The op's rule over n elements, in torch's thread pool (vectorizing is the
+// compiler's job here). The callback runs inside that pool: it must never
+// throw.
 template <typename Rule, typename T, int N>
 void cpu_elementwise(const void* const* in, void* out, int64_t n) {
   const T* p[N];
   for (int k = 0; k < N; ++k) p[k] = static_cast<const T*>(in[k]);
   T* to = static_cast<T*>(out);
-  torch::stable::parallel_for(0, n, kCpuGrainSize, [=](int64_t begin, int64_t end) noexcept {
-    for (int64_t i = begin; i < end; ++i) {
-      T v[N];
-      for (int k = 0; k < N; ++k) v[k] = p[k][i];
-      to[i] = cee::apply_rule<Rule>(v);
-    }
-  });
+  torch::stable::parallel_for(0, n, kCpuGrainSize,
+                              [=](int64_t begin, int64_t end) noexcept {
+                                for (int64_t i = begin; i < end; ++i) {
+                                  T v[N];
+                                  for (int k = 0; k < N; ++k) v[k] = p[k][i];
+                                  to[i] = cee::apply_rule<Rule>(v);
+                                }
+                              });
 }
 
 template <typename Rule, int N>
@@ -272,13 +279,14 @@ Tensor empty_like_contiguous(const Tensor& t) {
   return Tensor(handle);
 }
 
-// Checks the inputs, packs non-contiguous ones (transposes, strided slices; an offset
-// slice like x[1:] stays as it is, the kernels handle its alignment) and allocates the
-// contiguous output; then the CPU kernel or the CUDA launch.
+// Checks the inputs, packs non-contiguous ones (transposes, strided slices; an
+// offset slice like x[1:] stays as it is, the kernels handle its alignment) and
+// allocates the contiguous output; then the CPU kernel or the CUDA launch.
 template <typename Rule, int N, bool kCuda>
 Tensor run_elementwise(const cee::OpInfo& op, Tensor (&in)[N]) {
   // First: on a CPU-only torch, say that and only that.
-  const GetCurrentCudaStream get_stream = kCuda ? require_cuda_torch() : nullptr;
+  const GetCurrentCudaStream get_stream =
+      kCuda ? require_cuda_torch() : nullptr;
   const int dtype = check_inputs(op, in);
   for (int k = 0; k < N; ++k)
     if (!in[k].is_contiguous()) in[k] = torch::stable::contiguous(in[k]);
@@ -291,15 +299,17 @@ Tensor run_elementwise(const cee::OpInfo& op, Tensor (&in)[N]) {
     cpu_kernel<Rule, N>(dtype)(data, out.mutable_data_ptr(), n);
     return out;
   }
-  if (!in[0].is_cuda()) fail("the CUDA kernel got tensors on " + device_name(in[0].device()));
+  if (!in[0].is_cuda())
+    fail("the CUDA kernel got tensors on " + device_name(in[0].device()));
   const int32_t device = in[0].get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
   void* stream = nullptr;
   if (get_stream(device, &stream) != AOTI_TORCH_SUCCESS)
-    fail("could not get torch's current CUDA stream for cuda:" + std::to_string(device));
+    fail("could not get torch's current CUDA stream for cuda:" +
+         std::to_string(device));
   char err[1024] = {0};
-  if (cee::launch_elementwise(op, dtype, data, out.mutable_data_ptr(), n, device, stream, err,
-                              sizeof err) != 0)
+  if (cee::launch_elementwise(op, dtype, data, out.mutable_data_ptr(), n,
+                              device, stream, err, sizeof err) != 0)
     throw std::runtime_error(err);  // already names the op
   return out;
 }
@@ -369,11 +379,15 @@ void guarded(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
 }
 
 // Each op's CPU and CUDA function, boxed for torch.
-#define CEE_BOXED(name, rule, arity, schema)                                        \
-  constexpr auto cpu_##name = &Entry<arity, &cee_op_##name, rule, false>::call;     \
-  constexpr auto cuda_##name = &Entry<arity, &cee_op_##name, rule, true>::call;     \
-  constexpr BoxedKernel boxed_cpu_##name = &guarded<TORCH_BOX(cpu_##name), &cee_op_##name>; \
-  constexpr BoxedKernel boxed_cuda_##name = &guarded<TORCH_BOX(cuda_##name), &cee_op_##name>;
+#define CEE_BOXED(name, rule, arity, schema)            \
+  constexpr auto cpu_##name =                           \
+      &Entry<arity, &cee_op_##name, rule, false>::call; \
+  constexpr auto cuda_##name =                          \
+      &Entry<arity, &cee_op_##name, rule, true>::call;  \
+  constexpr BoxedKernel boxed_cpu_##name =              \
+      &guarded<TORCH_BOX(cpu_##name), &cee_op_##name>;  \
+  constexpr BoxedKernel boxed_cuda_##name =             \
+      &guarded<TORCH_BOX(cuda_##name), &cee_op_##name>;
 CEE_FOR_EACH_OP(CEE_BOXED)
 #undef CEE_BOXED
 

@@ -1,4 +1,5 @@
-// x * x, as torch.square computes it (in cee::Compute<T>: integers wrap like torch's).
+// x * x, as torch.square computes it (in cee::Compute<T>: integers wrap like
+// torch's).
 #pragma once
 #include "element_math.h"
 
