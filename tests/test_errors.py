@@ -71,6 +71,33 @@ def test_fake_tensor_checks_match_the_kernel(op):
     assert op(a, a).device.type == "meta"
 
 
+def _first_line(run) -> str:
+    with pytest.raises(RuntimeError) as caught:
+        run()
+    return str(caught.value).splitlines()[0]
+
+
+@pytest.mark.parametrize("case", ["shape", "dtype", "unsupported dtype"])
+def test_fake_kernel_and_kernel_say_the_same_words(any_op, case):
+    """Every op's fake kernel (Python, for torch.compile) and its real kernel (C++) state
+    the same rules in the same words: compared message for message."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    if case != "unsupported dtype" and any_op.arity == 1:
+        pytest.skip("one input: no mismatch to make")
+    inputs = {
+        "shape": [torch.ones(3), torch.ones(4)],
+        "dtype": [torch.ones(3), torch.ones(3, dtype=torch.float64)],
+        "unsupported dtype": [torch.ones(3, dtype=torch.bool)] * 2,
+    }[case][: any_op.arity] + [torch.ones(3)] * max(0, any_op.arity - 2)
+    real = _first_line(lambda: any_op(*inputs))
+    with FakeTensorMode() as mode:
+        fakes = [mode.from_tensor(t) for t in inputs]
+        fake = _first_line(lambda: any_op(*fakes))
+    assert real.startswith(f"cuda_ext_example.{any_op.__name__}: ")
+    assert fake == real
+
+
 @pytest.mark.gpu
 def test_device_mismatch(op):
     with pytest.raises(

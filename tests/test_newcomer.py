@@ -63,6 +63,9 @@ def test_fresh_clone_release_then_doctor_ptx_symbols(released_clone):
     assert "local index: http://127.0.0.1:" in log
     assert "Successfully installed cuda_ext_example" in log
     assert log.count("SMOKE TEST PASSED") >= 2  # in the notebook and in the smoke test
+    # The smoke test of the index install checks every declared op against its reference.
+    for dtype in ("float32", "int64", "bfloat16"):
+        assert f"my_add, my_fast_add, my_square torch.{dtype} n=1000003: ok" in log
     if hide:
         assert "/usr/local/cuda" not in log  # no include path or compiler from a toolkit
     wheels = sorted(p.name for p in (clone / "build" / "release" / "wheelhouse").glob("*.whl"))
