@@ -147,6 +147,14 @@ class _Derivatives:
         scope = {"torch": torch, **dict(zip(self.inputs, values, strict=True))}
         return [eval(self.code[name], scope) for name in self.inputs]  # noqa: S307 - ours
 
+    def input_grads(self, ctx, grad: torch.Tensor) -> tuple:
+        """backward: grad * d(out)/d(input) for each input that needs it."""
+        partials = self.partials(ctx.saved_tensors)
+        return tuple(
+            _times(grad, p) if needed else None
+            for p, needed in zip(partials, ctx.needs_input_grad, strict=True)
+        )
+
 
 def _times(value, partial):
     """value * partial, skipping the multiplication by a constant 1 (add's derivatives)."""
@@ -175,11 +183,7 @@ def make_function(op: dict, overload) -> type[torch.autograd.Function]:
 
         @staticmethod
         def backward(ctx, grad):
-            partials = derivatives.partials(ctx.saved_tensors)
-            return tuple(
-                _times(grad, p) if needed else None
-                for p, needed in zip(partials, ctx.needs_input_grad, strict=True)
-            )
+            return derivatives.input_grads(ctx, grad)
 
         @staticmethod
         def jvp(ctx, *tangents):
@@ -213,11 +217,7 @@ def make_autograd_kernel(op: dict, overload, namespace: str):
 
         @staticmethod
         def backward(ctx, grad):
-            partials = derivatives.partials(ctx.saved_tensors)
-            return tuple(
-                _times(grad, p) if needed else None
-                for p, needed in zip(partials, ctx.needs_input_grad, strict=True)
-            )
+            return derivatives.input_grads(ctx, grad)
 
     def kernel(*args):
         if transforms_active():
