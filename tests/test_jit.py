@@ -1,0 +1,41 @@
+"""The JIT build (`cuda_ext_example.jit`, `make jit`) compiles this checkout's csrc/ and ops/
+with torch's own toolchain. Here, without a GPU, it is told the GPU is an sm_90: NVRTC
+compiles the device image for it and the host code is built and loaded, so a change to the
+layout that breaks the JIT fails here; the CPU kernels of every op are then checked (the
+GPU side runs in `python -m scripts.gpu tools`).
+
+Slow (a host build): marked `release`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.release
+
+CODE = """
+import torch
+torch.cuda.get_device_capability = lambda *a: (9, 0)
+torch.cuda.is_available = lambda: True
+from cuda_ext_example import jit
+from cuda_ext_example.op_checks import mismatches
+ops = jit.load("csrc")
+wrong = [w for d in (torch.float32, torch.int64, torch.bfloat16) for w in mismatches(ops, "cpu", d)]
+print("namespace", jit.NAMESPACE, "ops", sorted(o for o in dir(ops) if o.startswith("my_")))
+print("wrong", wrong)
+"""
+
+
+def test_jit_builds_this_checkout_and_its_cpu_kernels_match(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-c", CODE], cwd=ROOT, capture_output=True, text=True, timeout=1200,
+        env={**os.environ, "HOME": str(tmp_path)},  # a fresh build cache
+    )  # fmt: skip
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    assert "namespace cuda_ext_example_jit ops ['my_add', 'my_fast_add', 'my_square']" in run.stdout
+    assert "wrong []" in run.stdout
