@@ -184,7 +184,7 @@ compare-nvrtc:
 # Nsight Compute on the benchmark kernels (ours and torch's), report saved.
 ncu:
 	mkdir -p $(RESULTS)
-	ncu $(NCU_SECTIONS) --kernel-name-base demangled -k 'regex:add_|CUDAFunctor_add' \
+	ncu $(NCU_SECTIONS) --kernel-name-base demangled -k 'regex:elementwise_|CUDAFunctor_add' \
 		-f -o $(RESULTS)/ncu-add $(RUN_PY) -m scripts.gpu.ncu_target
 	ncu --import $(RESULTS)/ncu-add.ncu-rep --page details > $(RESULTS)/ncu-add.txt
 	@echo "report: $(RESULTS)/ncu-add.ncu-rep (open in ncu-ui), text: $(RESULTS)/ncu-add.txt"

@@ -22,7 +22,7 @@ print(hashlib.sha256(images["sm_90"]).hexdigest())
 @pytest.mark.parametrize("cuda", ["12.0", "12.9"])
 def test_same_source_same_cubin_in_two_processes(cuda):
     # NVRTC 12.0 names nv/target's internal variables after a module id that holds the
-    # process id unless the file has an external function (add_kernels.cu says so):
+    # process id unless the file has an external function (device_code.kernel_source says so):
     # two processes, two process ids, one cubin.
     digests = {
         subprocess.run(
