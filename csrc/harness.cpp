@@ -206,7 +206,26 @@ void use_device_zero() {
 
 }  // namespace
 
+// The launcher's lookup by name expression (cee_find_kernel, for code that
+// names its own kernels) finds every kernel of the table, and nothing else.
+// Needs no GPU.
+static bool find_kernel_works() {
+  for (int i = 0; i < CEE_NUM_KERNELS; ++i) {
+    const int found = cee_find_kernel(cee_kernel_expressions[i]);
+    if (found < 0 || std::strcmp(cee_kernel_expressions[found],
+                                 cee_kernel_expressions[i]) != 0)
+      return false;
+  }
+  return cee_find_kernel("cee::no_such_kernel<float>") == -1;
+}
+
 int main(int argc, char** argv) {
+  if (!find_kernel_works()) {
+    std::fprintf(
+        stderr,
+        "cee_harness: cee_find_kernel does not find the table's kernels\n");
+    return 1;
+  }
   driver = {(PFN_cuMemAlloc_v3020)entry_point("cuMemAlloc"),
             (PFN_cuMemFree_v3020)entry_point("cuMemFree"),
             (PFN_cuMemcpyHtoD_v3020)entry_point("cuMemcpyHtoD"),
