@@ -89,3 +89,17 @@ def test_the_raw_op_refuses_transforms_it_cannot_do(any_op, device):
         torch.func.jvp(raw, primals, primals)
     with pytest.raises(RuntimeError, match=message):
         torch.func.grad(lambda *x: raw(*x).sum())(*primals)
+
+
+def test_an_op_declared_without_derivatives_refuses_to_be_differentiated():
+    """An ops.toml without [derivatives]: the op runs, and differentiating it raises,
+    naming the op (the autograd kernel of such a declaration, over my_add's op)."""
+    import cuda_ext_example
+
+    op = {**cuda_ext_example.ops.DECLARATIONS["my_add"], "derivatives": None}
+    overload = torch.ops.cuda_ext_example.my_add.default
+    kernel = cuda_ext_example.ops.make_autograd_kernel(op, overload, "cuda_ext_example")
+    a, b = torch.randn(4), torch.randn(4)
+    assert torch.equal(kernel(a, b), torch.add(a, b))
+    with pytest.raises(RuntimeError, match=r"my_add: has no derivative \(its ops.toml"):
+        kernel(a.requires_grad_(), b)

@@ -198,41 +198,31 @@ def make_function(op: dict, overload) -> type[torch.autograd.Function]:
     return Function
 
 
-def make_autograd_kernel(op: dict, overload, namespace: str):
-    """torch.ops.<namespace>.<op>'s autograd: backward from the declared derivatives
-    (plain autograd, torch.compile's AOTAutograd, opcheck). torch.func transforms and
-    forward-mode AD reach an op's autograd kernel below the point where torch.func can
-    handle an autograd.Function, and would get a zero tangent there: they get an error
-    naming the Python function that supports them."""
-    derivatives = _Derivatives(op) if op["derivatives"] is not None else None
+def make_autograd_kernel(op: dict, overload, namespace: str, function=None):
+    """torch.ops.<namespace>.<op>'s autograd: the op's autograd.Function (`function`, from
+    the declared derivatives; None: the op declares none) for plain autograd,
+    torch.compile's AOTAutograd and opcheck. torch.func transforms and forward-mode AD
+    reach an op's autograd kernel below the point where torch.func can handle an
+    autograd.Function, and would get a zero tangent there: they get an error naming the
+    Python function that supports them."""
     transforms_active = _transforms_active()
     qualname = f"{namespace}.{op['name']}"
 
-    class Backward(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, *args):
-            ctx.save_for_backward(*args)
-            with torch._C._AutoDispatchBelowAutograd():
-                return overload(*args)
-
-        @staticmethod
-        def backward(ctx, grad):
-            return derivatives.input_grads(ctx, grad)
-
     def kernel(*args):
+        differentiating = torch.is_grad_enabled() and any(a.requires_grad for a in args)
+        if function is None and (differentiating or transforms_active()):
+            raise RuntimeError(
+                f"{qualname}: has no derivative (its ops.toml declares none), so it "
+                "cannot be differentiated"
+            )
         if transforms_active():
             raise RuntimeError(
                 f"torch.ops.{qualname}: torch.func transforms (grad, jvp, jacrev, ...) and "
                 f"forward-mode AD need the Python function {namespace}.{op['name']}, which "
                 "carries the op's derivatives; call that instead"
             )
-        if torch.is_grad_enabled() and any(a.requires_grad for a in args):
-            if derivatives is None:
-                raise RuntimeError(
-                    f"{qualname}: has no derivative (its ops.toml declares none), so it "
-                    "cannot be differentiated"
-                )
-            return Backward.apply(*args)
+        if differentiating:
+            return function.apply(*args)
         with torch._C._AutoDispatchBelowAutograd():
             return overload(*args)
 
@@ -275,7 +265,7 @@ def register_python_parts(namespace: str = NAMESPACE) -> dict[str, Callable]:
         overload = getattr(getattr(torch.ops, namespace), name).default
         torch.library.register_fake(qualname, make_fake(op, namespace))
         torch.library.register_vmap(qualname, make_vmap_rule(overload))
-        library.impl(name, make_autograd_kernel(op, overload, namespace), "Autograd")
         function = make_function(op, overload) if op["derivatives"] is not None else None
+        library.impl(name, make_autograd_kernel(op, overload, namespace, function), "Autograd")
         wrappers[name] = make_wrapper(op, namespace, function=function)
     return wrappers
