@@ -130,8 +130,14 @@ def elementwise(pyproject: Path = config.ROOT / "pyproject.toml") -> Elementwise
     return Elementwise(tuple(DTYPES[d] for d in table["dtypes"]), table["simple-block"], shapes)
 
 
+# What a declaration may say (a misspelt or misplaced key is refused, not ignored).
+TOP_KEYS = {"rule", "inputs", "reference", "derivatives", "dtypes", "op"}
+OP_KEYS = {"name", "kernel", "doc"}
+
+
 def _fail(path: Path, problem: str) -> None:
-    raise OpDeclarationError(f"{path.relative_to(config.ROOT)}: {problem}")
+    """Names the declaration as ops/<rule>/ops.toml, wherever the ops folder is."""
+    raise OpDeclarationError(f"{path.relative_to(path.parents[2])}: {problem}")
 
 
 def _ops_of(path: Path, all_dtypes: tuple[str, ...]) -> list[Op]:
@@ -145,6 +151,8 @@ def _ops_of(path: Path, all_dtypes: tuple[str, ...]) -> list[Op]:
     for key in ("rule", "inputs", "reference", "op"):
         if key not in data:
             _fail(path, f"missing `{key}` (see docs/ADDING_AN_OP.md)")
+    if set(data) - TOP_KEYS:
+        _fail(path, f"unknown keys {sorted(set(data) - TOP_KEYS)}; known: {sorted(TOP_KEYS)}")
     rule, inputs = data["rule"], tuple(data["inputs"])
     if not IDENTIFIER.match(rule) or f"struct {rule}" not in rule_header.read_text():
         _fail(path, f"rule = {rule!r}: rule.h has no `struct {rule}`")
@@ -159,6 +167,9 @@ def _ops_of(path: Path, all_dtypes: tuple[str, ...]) -> list[Op]:
     ops = []
     for entry in data["op"]:
         name, kernel = entry.get("name", ""), entry.get("kernel", "")
+        if set(entry) - OP_KEYS:
+            unknown = sorted(set(entry) - OP_KEYS)
+            _fail(path, f"unknown keys {unknown} in [[op]] {name}; known: {sorted(OP_KEYS)}")
         if not IDENTIFIER.match(name):
             _fail(path, f"op name {name!r} is not an identifier")
         if kernel not in KERNELS:
