@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # Same commit, same bytes: every timestamp in the artifacts is the commit's.
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 
-.PHONY: venv wheel repair install test release cpp lint format clean lock aarch64-check \
+.PHONY: tune-wheel tune-table venv wheel repair install test release cpp lint format clean lock aarch64-check \
 	doctor ptx sass symbols jit coldstart profile bench ncu rename bench-wheels compare-nvrtc
 
 # The CPUs the release ships a wheel for; ARCH picks one for wheel/repair. The
@@ -57,7 +57,7 @@ lock:
 # ARCHS="90" (or "90 120", "90@12.9" for another CUDA's NVRTC): a dev build with SASS for
 # those archs only, no PTX; the build record says so and the release gates refuse it.
 ARCHS ?=
-WHEEL_SOURCES := $(wildcard csrc/* buildtools/*.py src/cuda_ext_example/*.py) \
+WHEEL_SOURCES := $(wildcard csrc/* buildtools/*.py src/cuda_ext_example/*.py) tuning/launch_shapes.toml \
 	pyproject.toml setup.py MANIFEST.in README.md LICENSE requirements/nvrtc-12.0.txt
 BUILT := $(DIST)/.built$(if $(strip $(ARCHS)),-dev-$(subst @,-,$(subst $(eval) ,_,$(strip $(ARCHS)))))
 # A stamp whose wheel was deleted is no stamp: FORCE rebuilds (and re-repairs) then.
@@ -176,6 +176,23 @@ bench-wheels: $(STAMP)
 	cp dist/*.whl $(BENCH_WHEELS)/nvrtc12.0/
 	$(MAKE) --no-print-directory wheel ARCHS="90@12.9"
 	cp dist/*.whl $(BENCH_WHEELS)/nvrtc12.9/
+# A tuning wheel: every candidate launch shape of tuning/launch_shapes.toml compiled in (SASS
+# for TUNE_ARCHS only: 90 is the H100/H200; 80 an A100, ...), for `python -m scripts.tune
+# measure` on that GPU. The release gates refuse it (a dev build, and its shapes are not the
+# tables').
+TUNE_ARCHS ?= 90
+TUNE_WHEEL := build/tune-wheel
+tune-wheel: $(STAMP)
+	rm -rf $(TUNE_WHEEL) && mkdir -p $(TUNE_WHEEL)
+	rm -f $(DIST)/.built-dev-*
+	CEE_TUNING_CANDIDATES=1 $(MAKE) --no-print-directory wheel ARCHS="$(TUNE_ARCHS)"
+	cp $(DIST)/*.whl $(TUNE_WHEEL)/
+	rm -f $(DIST)/.built-dev-*
+	@echo "tuning wheel: $$(ls $(TUNE_WHEEL)/*.whl)"
+# The tables from every measurement in tuning/measurements/ (no GPU needed): rewrites
+# tuning/launch_shapes.toml; review the diff, then commit both.
+tune-table: $(STAMP)
+	$(PY) -m scripts.tune table
 # pip wants a wheel's own file name, so each keeps it in a folder named after its compiler;
 # 12.9 (today's) comes first: the difference column is 12.0 against it.
 compare-nvrtc:

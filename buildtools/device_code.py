@@ -31,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import config, nvrtc_fetch, ops
+from . import config, launch_shapes, nvrtc_fetch, ops
 
 CSRC = config.ROOT / "csrc"
 # NVRTC's name for the generated program; errors in a rule read "ops/add/rule.h(12): ...".
@@ -373,14 +373,7 @@ def generated_header(code: DeviceCode, arch_summary: str, cfg: config.BuildConfi
         + ", ".join(str(d.size) for d in ew.dtypes)
         + "};",
         f"#define CEE_SIMPLE_BLOCK {ew.simple_block}",
-        f"#define CEE_NUM_VECTOR_SHAPES {len(ew.vector_shapes)}",
-        "static const cee::VectorShape cee_vector_shapes[CEE_NUM_VECTOR_SHAPES] = {",
-        *(
-            f"    {{{-1 if v.up_to_bytes is None else v.up_to_bytes}, {v.access_bytes}, "
-            f"{v.block}, {v.per_thread}}},"
-            for v in ew.vector_shapes
-        ),
-        "};",
+        *launch_shapes.c_tables(launch_shapes.load(), ew.vector_shapes),
         *(f'#include "{h}"' for h in sorted({op.rule_header for op in declared})),
         "#ifndef CEE_NAMESPACE_STR",
         '#define CEE_NAMESPACE_STR "cuda_ext_example"',

@@ -9,8 +9,8 @@ Everything else (device code, launcher table, registration, Python wrappers, fak
 autograd, vmap, jvp, doctor's and the smoke test's checks, the harness, the tests'
 parametrization) is generated from these declarations by the core.
 
-The launch shapes and the dtypes are the core's, declared in pyproject.toml
-[tool.cuda_ext_example.elementwise].
+The dtypes are the core's, declared in pyproject.toml [tool.cuda_ext_example.elementwise];
+the launch shapes are measured per GPU (tuning/launch_shapes.toml, buildtools/launch_shapes.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import config
+from . import config, launch_shapes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -62,23 +62,13 @@ DTYPES = {
 
 
 @dataclass(frozen=True)
-class VectorShape:
-    """One launch shape of the vectorized kernel: taken for tensors of up to `up_to_bytes`
-    (None: any size), when every pointer is aligned to `access_bytes`."""
-
-    up_to_bytes: int | None
-    access_bytes: int
-    block: int
-    per_thread: int
-
-
-@dataclass(frozen=True)
 class Elementwise:
-    """The core's launch shapes and dtypes (pyproject.toml [tool.cuda_ext_example.elementwise])."""
+    """The core's dtypes and simple-kernel block (pyproject.toml [tool.cuda_ext_example.
+    elementwise]), and every vectorized shape the build compiles (tuning/launch_shapes.toml)."""
 
     dtypes: tuple[Dtype, ...]
     simple_block: int
-    vector_shapes: tuple[VectorShape, ...]
+    vector_shapes: tuple[launch_shapes.Shape, ...]
 
 
 @dataclass(frozen=True)
@@ -118,15 +108,7 @@ def elementwise(pyproject: Path = config.ROOT / "pyproject.toml") -> Elementwise
         raise OpDeclarationError(
             f"pyproject.toml elementwise dtypes: {unknown} unknown; known: {sorted(DTYPES)}"
         )
-    shapes = tuple(
-        VectorShape(row.get("up-to-bytes"), row["access"], row["block"], row["per-thread"])
-        for row in table["vectorized"]
-    )
-    if not shapes or shapes[-1].up_to_bytes is not None:
-        raise OpDeclarationError(
-            "pyproject.toml elementwise.vectorized: the last shape must have no up-to-bytes "
-            "(it takes every larger tensor)"
-        )
+    shapes = launch_shapes.load().compiled()
     return Elementwise(tuple(DTYPES[d] for d in table["dtypes"]), table["simple-block"], shapes)
 
 
@@ -238,7 +220,7 @@ def instances(ops: list[Op], ew: Elementwise) -> list[Instance]:
             for i, s in enumerate(ew.vector_shapes):
                 expression = (
                     f"cee::elementwise_vectorized<cee_ops::{op.rule}, {t}, {n}, "
-                    f"{s.access_bytes}, {s.block}, {s.per_thread}>"
+                    f"{s.access}, {s.block}, {s.per_thread}>"
                 )
                 out.append(Instance(op.name, 1 + i, dtype, expression))
     return out

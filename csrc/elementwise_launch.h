@@ -5,6 +5,9 @@
 #pragma once
 
 #include <stdint.h>
+#include <string.h>
+
+#include <atomic>
 
 #include "cee_generated.h"
 #include "launcher.h"
@@ -16,23 +19,59 @@ inline bool aligned_to(const void* p, int64_t bytes) {
   return ((uintptr_t)p % (uintptr_t)bytes) == 0;
 }
 
-// The instance slot of a call (0: the simple kernel; 1 + i: vector shape i):
-// the first shape whose size limit fits the tensor's bytes, if every pointer is
-// aligned to its access; otherwise (an offset slice such as x[1:]) the simple
-// kernel, correct but not vectorized.
-inline int pick_slot(const OpInfo& op, int dtype, const void* const* in,
-                     const void* out, int64_t n) {
-  if (!op.vectorized) return 0;
-  const int64_t bytes = n * cee_dtype_sizes[dtype];
-  for (int i = 0; i < CEE_NUM_VECTOR_SHAPES; ++i) {
-    const VectorShape& shape = cee_vector_shapes[i];
-    if (shape.up_to_bytes >= 0 && bytes > shape.up_to_bytes) continue;
-    bool ok = aligned_to(out, shape.access_bytes);
-    for (int k = 0; k < op.arity; ++k)
-      ok = ok && aligned_to(in[k], shape.access_bytes);
-    return ok ? 1 + i : 0;
-  }
+// The launch-shape table of a GPU, by the name its driver reports: its own
+// table if one was measured (tuning/launch_shapes.toml), else the default (0).
+inline int launch_table_for(const char* gpu_name) {
+  for (int t = 1; gpu_name && t < CEE_NUM_LAUNCH_TABLES; ++t)
+    if (strcmp(cee_launch_tables[t].gpu, gpu_name) == 0) return t;
   return 0;
+}
+
+// The vector shape (index into cee_vector_shapes) a table gives an op of
+// `inputs` inputs whose tensors are `bytes` bytes each. A pure function of the
+// table and the sizes: tests call it through the Python module with no GPU.
+inline int choose_vector_shape(int table, int inputs, int64_t bytes) {
+  const ShapeRule* rule = cee_launch_tables[table].rules[inputs - 1];
+  while (rule->up_to_bytes >= 0 && bytes > rule->up_to_bytes) ++rule;
+  return rule->shape;
+}
+
+// The table of `device`, looked up by name once per device (the launcher
+// caches the name; here the index, 1 + table, 0 until known).
+inline int launch_table_of_device(int device) {
+  static std::atomic<int> known[CEE_MAX_DEVICES];
+  if (device < 0 || device >= CEE_MAX_DEVICES) return 0;
+  int t = known[device].load(std::memory_order_relaxed);
+  if (t == 0) {
+    t = 1 + launch_table_for(cee_device_name(device));
+    known[device].store(t, std::memory_order_relaxed);
+  }
+  return t - 1;
+}
+
+// A shape forced for every vectorized launch of the process (-1: none), for
+// the tuning command and the tests that run every compiled shape; set through
+// cuda_ext_example._C.force_launch_shape.
+inline std::atomic<int>& forced_vector_shape() {
+  static std::atomic<int> forced{-1};
+  return forced;
+}
+
+// The instance slot of a call (0: the simple kernel; 1 + i: vector shape i):
+// the device's table's shape for this op and size, if every pointer is aligned
+// to its access; otherwise (an offset slice such as x[1:]) the simple kernel,
+// correct but not vectorized.
+inline int pick_slot(const OpInfo& op, int dtype, const void* const* in,
+                     const void* out, int64_t n, int device) {
+  if (!op.vectorized) return 0;
+  int shape = forced_vector_shape().load(std::memory_order_relaxed);
+  if (shape < 0)
+    shape = choose_vector_shape(launch_table_of_device(device), op.arity,
+                                n * cee_dtype_sizes[dtype]);
+  const int access = cee_vector_shapes[shape].access_bytes;
+  bool ok = aligned_to(out, access);
+  for (int k = 0; k < op.arity; ++k) ok = ok && aligned_to(in[k], access);
+  return ok ? 1 + shape : 0;
 }
 
 // Blocks and threads for a slot: one thread per element, or per access; the
@@ -60,7 +99,7 @@ inline int launch_elementwise(const OpInfo& op, int dtype,
                               int device, void* stream, char* err,
                               size_t err_len) {
   if (n == 0) return 0;
-  const int slot = pick_slot(op, dtype, in, out, n);
+  const int slot = pick_slot(op, dtype, in, out, n, device);
   unsigned grid, block;
   launch_shape(slot, dtype, n, &grid, &block);
   // The kernels' parameters: Inputs<T, N> (the pointers, by value), T* out,

@@ -51,7 +51,7 @@ namespace {
 
 // The oldest driver API the launcher asks for (pyproject.toml min-driver-cuda).
 constexpr int kDriverApiVersion = CEE_MIN_DRIVER_API;
-constexpr int kMaxDevices = 64;
+constexpr int kMaxDevices = CEE_MAX_DEVICES;
 
 // Every driver entry point the launcher uses, with the version of its ABI
 // (the N of PFN_name_vN). tests/test_launcher.py reads this list.
@@ -98,6 +98,9 @@ struct State {
   CUlibrary library = nullptr;
   CUkernel kernels[CEE_NUM_KERNELS] = {};  // under the mutex
   std::atomic<CUcontext> primary[kMaxDevices] = {};
+  // Each device's name (cee_device_name), once looked up.
+  char device_names[kMaxDevices][256] = {};
+  std::atomic<bool> named[kMaxDevices] = {};
   // Each kernel, once resolved (loaded) for the device's primary context.
   std::atomic<CUfunction> functions[kMaxDevices][CEE_NUM_KERNELS] = {};
 };
@@ -390,6 +393,27 @@ extern "C" int cee_launch(int kernel, unsigned grid, unsigned block,
   if (status != CUDA_SUCCESS)
     describe_launch_error(d, status, device, op, what, err, err_len);
   return (int)status;
+}
+
+extern "C" const char* cee_device_name(int device) {
+  State& s = state();
+  char err[512];
+  if (device < 0 || device >= kMaxDevices ||
+      !run_once(s, s.driver_step, initialize_driver, err, sizeof err))
+    return nullptr;
+  if (s.named[device].load(std::memory_order_acquire))
+    return s.device_names[device];
+  std::lock_guard<std::mutex> lock(s.mutex);
+  CUdevice dev;
+  if (!s.named[device].load(std::memory_order_relaxed)) {
+    if (s.driver.cuDeviceGet(&dev, device) != CUDA_SUCCESS ||
+        s.driver.cuDeviceGetName(s.device_names[device],
+                                 sizeof s.device_names[device],
+                                 dev) != CUDA_SUCCESS)
+      return nullptr;
+    s.named[device].store(true, std::memory_order_release);
+  }
+  return s.device_names[device];
 }
 
 extern "C" void* cee_cuda_entry_point(const char* name, char* err,

@@ -13,6 +13,9 @@
 extern "C" {
 #endif
 
+// Devices the launcher can serve (ordinals 0 .. CEE_MAX_DEVICES - 1).
+#define CEE_MAX_DEVICES 64
+
 // The index of a kernel instance of the device code, by the name expression it
 // was compiled from (e.g. "cee::elementwise_simple<cee_ops::Add, float, 2>"),
 // or -1. The generated table (cee_generated.h) gives the elementwise ops their
@@ -29,6 +32,10 @@ int cee_find_kernel(const char* name_expression);
 int cee_launch(int kernel, unsigned grid, unsigned block, void** args,
                int device, void* stream, const char* op, char* err,
                size_t err_len);
+
+// The name the driver reports for `device` ("NVIDIA H100 80GB HBM3"), looked
+// up once per device, or NULL where there is no driver or no such device.
+const char* cee_device_name(int device);
 
 // A driver entry point as cuGetProcAddress returns it for the oldest CUDA the
 // wheel supports (the harness uses it for memory and copies), or NULL with a

@@ -7,11 +7,25 @@
 
 namespace cee {
 
-// A launch shape of the vectorized kernel (pyproject.toml
-// elementwise.vectorized).
+// A compiled launch shape of the vectorized kernel
+// (tuning/launch_shapes.toml): bytes per access, threads per block, accesses
+// per thread.
 struct VectorShape {
-  int64_t up_to_bytes;  // bytes per tensor this shape is for; -1: any size
   int access_bytes, block, per_thread;
+};
+
+// One rule of a GPU's table: tensors of up to `up_to_bytes` bytes each (-1:
+// any size) take cee_vector_shapes[shape].
+struct ShapeRule {
+  int64_t up_to_bytes;
+  int shape;
+};
+
+// The launch-shape table of one GPU (by the driver's device name; the first
+// table is the default): rules[inputs - 1], the first fitting rule wins.
+struct LaunchTable {
+  const char* gpu;
+  const ShapeRule* rules[3];
 };
 
 // What the launcher passes as the kernels' first parameter, Inputs<T, N>: the

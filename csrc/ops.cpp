@@ -411,14 +411,83 @@ STABLE_TORCH_LIBRARY_IMPL(CEE_NAMESPACE, CUDA, m) {
 #undef CEE_IMPL
 }
 
-// The Python module: empty, importing it runs the registrations above.
-static PyModuleDef cee_module = {
+// The Python module. Importing it runs the registrations above; its functions
+// expose the launch-shape choice (csrc/elementwise_launch.h), which has no
+// torch op: what tests check with no GPU, and what the tuning command forces.
+namespace {
+
+// vector_shapes() -> [(access bytes, block, accesses per thread), ...]
+PyObject* py_vector_shapes(PyObject*, PyObject*) {
+  PyObject* list = PyList_New(CEE_NUM_VECTOR_SHAPES);
+  for (int i = 0; list && i < CEE_NUM_VECTOR_SHAPES; ++i) {
+    const cee::VectorShape& v = cee_vector_shapes[i];
+    PyObject* item =
+        Py_BuildValue("(iii)", v.access_bytes, v.block, v.per_thread);
+    if (!item) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SetItem(list, i, item);
+  }
+  return list;
+}
+
+// launch_shape(gpu_name, inputs, bytes_per_tensor) -> (table, shape index)
+PyObject* py_launch_shape(PyObject*, PyObject* args) {
+  const char* gpu = nullptr;
+  int inputs = 0;
+  long long bytes = 0;
+  if (!PyArg_ParseTuple(args, "siL", &gpu, &inputs, &bytes)) return nullptr;
+  if (inputs < 1 || inputs > CEE_MAX_INPUTS || bytes < 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "launch_shape: inputs must be 1..%d and bytes >= 0, got %d, "
+                 "%lld",
+                 CEE_MAX_INPUTS, inputs, bytes);
+    return nullptr;
+  }
+  const int table = cee::launch_table_for(gpu);
+  return Py_BuildValue("(si)", cee_launch_tables[table].gpu,
+                       cee::choose_vector_shape(table, inputs, bytes));
+}
+
+// force_launch_shape(index): every vectorized launch of this process takes
+// vector shape `index` (where its pointers are aligned); -1: the tables again.
+PyObject* py_force_launch_shape(PyObject*, PyObject* args) {
+  int index = -1;
+  if (!PyArg_ParseTuple(args, "i", &index)) return nullptr;
+  if (index < -1 || index >= CEE_NUM_VECTOR_SHAPES) {
+    PyErr_Format(PyExc_ValueError,
+                 "force_launch_shape: %d is not a compiled shape (0..%d, or -1 "
+                 "for the per-GPU tables)",
+                 index, CEE_NUM_VECTOR_SHAPES - 1);
+    return nullptr;
+  }
+  cee::forced_vector_shape().store(index);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef cee_methods[] = {
+    {"vector_shapes", py_vector_shapes, METH_NOARGS,
+     "The compiled launch shapes: [(access bytes, block, per thread), ...]"},
+    {"launch_shape", py_launch_shape, METH_VARARGS,
+     "launch_shape(gpu_name, inputs, bytes_per_tensor) -> (table, shape "
+     "index): the shape the launcher takes"},
+    {"force_launch_shape", py_force_launch_shape, METH_VARARGS,
+     "force_launch_shape(index): every vectorized launch takes this shape "
+     "(-1: the per-GPU tables); for tuning and tests"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef cee_module = {
     PyModuleDef_HEAD_INIT,
     "_C",
-    "cuda_ext_example's compiled ops; use torch.ops.cuda_ext_example.*",
+    "cuda_ext_example's compiled ops (use torch.ops.cuda_ext_example.*) and "
+    "their launch-shape choice",
     -1,
-    nullptr,
+    cee_methods,
 };
+
+}  // namespace
 
 extern "C" __attribute__((visibility("default"))) PyObject* PyInit__C(void) {
   return PyModule_Create(&cee_module);

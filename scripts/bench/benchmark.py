@@ -37,9 +37,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .report import (
+    COPY,
     DTYPE_BYTES,
     HOST_N,
     Record,
+    Target,
+    coldstart_target,
     format_host_times,
     format_table,
     format_targets,
@@ -220,6 +223,16 @@ def make_inputs(n: int, dtype: str):
     return one(), one()
 
 
+def size_matched_copy(a) -> Callable:
+    """A device-to-device copy moving what an add of a's size moves: 1.5n elements read and
+    1.5n written (report.COPY, the size-matched bandwidth bar)."""
+    import torch
+
+    src = torch.empty(3 * a.numel() // 2, dtype=a.dtype, device=a.device)
+    dst = torch.empty_like(src)
+    return lambda _a, _b: dst.copy_(src)
+
+
 def check_outputs(impls: dict[str, Callable], a, b, label: str) -> None:
     """Every implementation must equal torch.add exactly before it is timed."""
     import torch
@@ -259,7 +272,7 @@ def run_cells(sizes: Sequence[int], dtypes: Sequence[str], settings: Settings) -
             label = f"2^{k} {dtype}"
             a, b = make_inputs(n, dtype)
             check_outputs(impls, a, b, label)  # also compiles torch.compile for this shape
-            times = time_rounds(impls, a, b, settings)
+            times = time_rounds({**impls, COPY: size_matched_copy(a)}, a, b, settings)
             for name, samples in times.items():
                 record = record_from_rounds(n, dtype, name, samples)
                 records.append(record)
@@ -315,6 +328,18 @@ def run_host_times(settings: Settings) -> dict[str, float]:
     return best_host_times(impls, a, b, settings.host_calls, settings.host_repeats)
 
 
+def run_coldstart() -> Target:
+    """The first call of a fresh process (scripts/gpu/coldstart.py's children, median of 3)
+    against torch's first new kernel there."""
+    from scripts.gpu.coldstart import measure
+
+    rows = measure(repeats=3)
+    ms = {k: v * 1e3 for k, v in rows.items() if isinstance(v, float)}
+    print(f"cold start: first my_add {ms.get('first my_add', 0):.2f} ms, torch's first new "
+          f"kernel {ms.get('first torch.add', 0):.2f} ms", flush=True)  # fmt: skip
+    return coldstart_target(ms.get("first my_add"), ms.get("first torch.add"))
+
+
 def collect_meta(now: datetime, settings: Settings) -> dict[str, str]:
     from scripts.gpu.facts import machine_facts
 
@@ -344,9 +369,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"copy roofline: {roofline:.1f} GB/s", flush=True)
     records = run_cells(args.sizes, args.dtypes, settings)
     host_us = run_host_times(settings)
+    cold = None if args.quick else run_coldstart()
 
     paths, targets, rows = write_reports(
-        records, roofline, host_us, meta, args.out, now.strftime("%Y-%m-%d")
+        records, roofline, host_us, meta, args.out, now.strftime("%Y-%m-%d"), cold
     )
     print()
     print(format_table(rows))

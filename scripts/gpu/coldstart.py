@@ -46,9 +46,18 @@ def first_and_warm(name, fn):
 if sys.argv[1] == "ours":
     s = time.perf_counter(); import cuda_ext_example
     t["import cuda_ext_example"] = time.perf_counter() - s
+    # The first call of an op on the CPU: the dispatcher's and our Python's first-call
+    # costs, with no CUDA work; then the GPU's first call (library + kernel load) and
+    # the first call of a second kernel (that kernel's load only).
+    x = torch.ones(4)
+    s = time.perf_counter(); cuda_ext_example.my_square(x)
+    t["first my_square, CPU"] = time.perf_counter() - s
     first_and_warm("my_add", cuda_ext_example.my_add)
     first_and_warm("my_fast_add", cuda_ext_example.my_fast_add)
 else:
+    # torch's first kernel of the process loads its CUDA modules; the next, a new kernel,
+    # is what the first call of an extension's kernel is compared with.
+    first_and_warm("torch.mul", torch.mul)
     first_and_warm("torch.add", torch.add)
 t["device"] = torch.cuda.get_device_name() if device == "cuda" else "cpu"
 print(json.dumps(t))
@@ -58,11 +67,13 @@ EXPLAIN = {
     "import torch": "loading torch's shared libraries and Python modules",
     "CUDA context": "driver init + primary context on the GPU (torch does this once)",
     "import cuda_ext_example": "dlopen of our .so + op registration (no CUDA work yet)",
+    "first my_square, CPU": "an op's first call with no CUDA work (dispatcher, Python)",
     "first my_add": "first launch: libcuda opened, fatbin loaded, this GPU's SASS picked (no JIT)",
     "warm my_add": "one call when everything is loaded (2^20 float32)",
     "first my_fast_add": "first launch of the vectorized kernel",
     "warm my_fast_add": "one warm call",
-    "first torch.add": "torch's first elementwise launch, for comparison",
+    "first torch.mul": "torch's first kernel of the process",
+    "first torch.add": "torch's first new kernel (after torch.mul's), for comparison",
     "warm torch.add": "one warm torch.add call",
     "first my_add, PTX JIT disabled": "the same first call with CUDA_DISABLE_PTX_JIT=1: SASS only",
 }
@@ -85,19 +96,25 @@ def median_runs(which: str, repeats: int, env: dict, cwd: str) -> dict:
     return result
 
 
+def measure(repeats: int) -> dict:
+    """Every timing (seconds), median of `repeats` fresh processes each, and "device"."""
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as cwd:  # not the source tree: the installed package
+        ours = median_runs("ours", repeats, env, cwd)
+        torch_add = median_runs("torch", repeats, env, cwd)
+        rows = {**ours, **{k: v for k, v in torch_add.items() if "torch." in k}}
+        if ours["device"] != "cpu":
+            no_jit = run_child("ours", dict(env, CUDA_DISABLE_PTX_JIT="1"), cwd)
+            rows["first my_add, PTX JIT disabled"] = no_jit["first my_add"]
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="also write the numbers here")
     args = parser.parse_args()
-    env = dict(os.environ)
-    with tempfile.TemporaryDirectory() as cwd:  # not the source tree: the installed package
-        ours = median_runs("ours", args.repeats, env, cwd)
-        torch_add = median_runs("torch", args.repeats, env, cwd)
-        rows = {**ours, **{k: v for k, v in torch_add.items() if "torch.add" in k}}
-        if ours["device"] != "cpu":
-            no_jit = run_child("ours", dict(env, CUDA_DISABLE_PTX_JIT="1"), cwd)
-            rows["first my_add, PTX JIT disabled"] = no_jit["first my_add"]
+    rows = measure(args.repeats)
     device = rows.pop("device")
     print(f"cold start on {device}, median of {args.repeats} fresh processes")
     for key, seconds in rows.items():

@@ -71,24 +71,44 @@ def _check_types(op: dict, args: tuple, namespace: str = NAMESPACE) -> None:
 
 
 def _below_autograd(overload, torch_c=torch._C):
-    """(the C++ callable behind the OpOverload, a guard that dispatches below autograd),
-    or None where this torch lacks those private APIs (then every call takes the
-    public OpOverload: correct, only slower)."""
+    """A function calling the op's C++ callable with autograd's dispatch keys excluded for
+    this thread (what torch's own AutoDispatchBelowAutograd guard does, without a guard
+    object per call: 0.4 us instead of 0.9-1.5), or None where this torch lacks those private
+    APIs (then every call takes the public OpOverload: correct, only slower)."""
     direct = getattr(overload, "_op", None)
-    guard = getattr(torch_c, "_AutoDispatchBelowAutograd", None)
-    return (direct, guard) if direct is not None and guard is not None else None
+    key = getattr(getattr(torch_c, "DispatchKey", None), "AutogradFunctionality", None)
+    exclude = getattr(torch_c, "_dispatch_tls_set_dispatch_key_excluded", None)
+    excluded = getattr(torch_c, "_dispatch_tls_is_dispatch_key_excluded", None)
+    if None in (direct, key, exclude, excluded):
+        return None
+
+    def call(*args):
+        if excluded(key):  # already below autograd (nested): leave the state as it is
+            return direct(*args)
+        exclude(key, True)
+        try:
+            return direct(*args)
+        finally:
+            exclude(key, False)
+
+    return call
 
 
 def _transforms_active(torch_c=torch._C) -> Callable[[], bool]:
     """A check for what the wrapper's fast path would get wrong: a torch.func transform
-    (vmap, grad, jvp) or forward-mode AD (dual tensors), whose tangents it would drop."""
+    (vmap, grad, jvp) or forward-mode AD (dual tensors), whose tangents it would drop. A
+    torch without the functorch check counts as always transformed (correct, slower)."""
     functorch = getattr(torch_c, "_are_functorch_transforms_active", None)
     forward_ad = torch.autograd.forward_ad
 
     def active() -> bool:
-        return forward_ad._current_level >= 0 or (functorch is None or functorch())
+        return forward_ad._current_level >= 0 or functorch is None or functorch()
 
     return active
+
+
+def _any_requires_grad(*args: torch.Tensor) -> bool:
+    return any(a.requires_grad for a in args)
 
 
 def make_wrapper(op: dict, namespace: str = NAMESPACE, torch_c=torch._C, function=None):
@@ -96,17 +116,18 @@ def make_wrapper(op: dict, namespace: str = NAMESPACE, torch_c=torch._C, functio
 
     A call that builds no autograd graph skips the Python autograd kernel and calls the
     C++ callable behind the OpOverload below autograd (microseconds per call, which
-    launch-bound callers notice). Tracing (torch.compile) and graph-building calls take
-    the OpOverload; torch.func transforms and forward-mode AD take `function` (the op's
-    autograd.Function, applied here, above the dispatcher, where torch.func handles it).
-    The argument types are checked only when the call fails: the dispatcher checks them.
+    launch-bound callers notice: scripts/bench/host_overhead.py measures each check).
+    Tracing (torch.compile) and graph-building calls take the OpOverload; torch.func
+    transforms and forward-mode AD take `function` (the op's autograd.Function, applied
+    here, above the dispatcher, where torch.func handles it). The argument types are
+    checked only when the call fails: the dispatcher checks them.
     """
     overload = getattr(getattr(torch.ops, namespace), op["name"]).default
     transformed = function.apply if function is not None else overload
-    fast = _below_autograd(overload, torch_c)
-    direct, below_autograd = fast or (overload, None)
+    below_autograd = _below_autograd(overload, torch_c)
     grad_enabled = torch.is_grad_enabled
     is_compiling = torch.compiler.is_compiling
+    any_requires_grad = getattr(torch_c, "_any_requires_grad", _any_requires_grad)
     transforms_active = _transforms_active(torch_c)
 
     def wrapper(*args: torch.Tensor) -> torch.Tensor:
@@ -115,10 +136,9 @@ def make_wrapper(op: dict, namespace: str = NAMESPACE, torch_c=torch._C, functio
                 return overload(*args)
             if transforms_active():
                 return transformed(*args)
-            if below_autograd is None or (grad_enabled() and any(a.requires_grad for a in args)):
+            if below_autograd is None or (grad_enabled() and any_requires_grad(*args)):
                 return overload(*args)
-            with below_autograd():
-                return direct(*args)
+            return below_autograd(*args)
         except (AttributeError, RuntimeError, TypeError):
             _check_types(op, args, namespace)  # a non-tensor argument: say so as a TypeError
             raise

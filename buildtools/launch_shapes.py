@@ -1,0 +1,189 @@
+"""The launch-shape tables of the vectorized elementwise kernel (tuning/launch_shapes.toml):
+read, checked, and turned into what the build compiles (the distinct shapes) and what the
+launcher looks up (one table per measured GPU, then the default).
+
+The tables are data that `python -m scripts.tune table` writes from measurements; this
+module only reads them. `$CEE_TUNING_CANDIDATES=1` (make tune-wheel) also compiles every
+candidate shape, so the tuning command can time each one on a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import config
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 builds
+    import tomli as tomllib
+
+TABLE_FILE = config.ROOT / "tuning" / "launch_shapes.toml"
+ACCESS_BYTES = (8, 16)  # the widths csrc/elementwise_kernels.cuh has an AccessOf for
+MAX_INPUTS = 3
+DEFAULT = "default"
+
+
+class LaunchShapeError(config.ConfigError):
+    """A table the build cannot use; the message names the file, the entry and the fix."""
+
+
+@dataclass(frozen=True, order=True)
+class Shape:
+    """One instance of the vectorized kernel: `access` bytes per global access, `block`
+    threads per block, `per_thread` accesses per thread."""
+
+    access: int
+    block: int
+    per_thread: int
+
+    def __str__(self) -> str:
+        return f"{self.access}B x{self.per_thread} /{self.block}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    up_to_bytes: int | None  # bytes of one tensor; None: any larger size
+    shape: Shape
+
+
+@dataclass(frozen=True)
+class GpuTable:
+    gpu: str  # the driver's device name, or "default"
+    measured: str  # provenance: which GPU, driver, torch, date, measurement file
+    rules: dict[int, tuple[Rule, ...]]  # number of inputs -> rules, first fitting wins
+
+    def rules_for(self, inputs: int) -> tuple[Rule, ...]:
+        """The list for `inputs` inputs, or that of the largest number listed below it."""
+        listed = sorted(n for n in self.rules if n <= inputs) or sorted(self.rules)
+        return self.rules[listed[-1]]
+
+    def shape_for(self, inputs: int, nbytes: int) -> Shape:
+        for rule in self.rules_for(inputs):
+            if rule.up_to_bytes is None or nbytes <= rule.up_to_bytes:
+                return rule.shape
+        raise AssertionError("the last rule takes any size")  # checked on load
+
+
+@dataclass(frozen=True)
+class LaunchShapes:
+    candidates: tuple[Shape, ...]
+    tables: tuple[GpuTable, ...]  # the default first
+
+    def compiled(self, with_candidates: bool | None = None) -> tuple[Shape, ...]:
+        """Every shape the build compiles, sorted: all the tables name (and, in a tuning
+        build, every candidate)."""
+        if with_candidates is None:
+            with_candidates = os.environ.get("CEE_TUNING_CANDIDATES", "") == "1"
+        named = {rule.shape for t in self.tables for rules in t.rules.values() for rule in rules}
+        return tuple(sorted(named | (set(self.candidates) if with_candidates else set())))
+
+
+def _shape(where: str, row: dict) -> Shape:
+    try:
+        shape = Shape(int(row["access"]), int(row["block"]), int(row["per-thread"]))
+    except (KeyError, TypeError, ValueError):
+        raise LaunchShapeError(
+            f"{where}: {row} needs access, block and per-thread (integers)"
+        ) from None
+    if shape.access not in ACCESS_BYTES:
+        raise LaunchShapeError(f"{where}: access = {shape.access}; one of {ACCESS_BYTES}")
+    if shape.block not in (32, 64, 128, 256, 512, 1024) or shape.per_thread not in (1, 2, 4, 8):
+        raise LaunchShapeError(
+            f"{where}: block {shape.block} / per-thread {shape.per_thread}: blocks of 32..1024 "
+            "threads (a power of two), 1, 2, 4 or 8 accesses per thread"
+        )
+    return shape
+
+
+def _rules(where: str, rows: list) -> tuple[Rule, ...]:
+    rules, last = [], 0
+    for i, row in enumerate(rows):
+        limit = row.get("up-to-bytes")
+        if limit is None and i != len(rows) - 1:
+            raise LaunchShapeError(f"{where}: only the last shape may omit up-to-bytes")
+        if limit is not None and (not isinstance(limit, int) or limit <= last):
+            raise LaunchShapeError(f"{where}: up-to-bytes must increase, got {limit} after {last}")
+        rules.append(Rule(limit, _shape(where, row)))
+        last = limit or last
+    if not rules or rules[-1].up_to_bytes is not None:
+        raise LaunchShapeError(f"{where}: the last shape must have no up-to-bytes (it takes "
+                               "every larger tensor)")  # fmt: skip
+    return tuple(rules)
+
+
+def _table(name: str, data: dict, where: str) -> GpuTable:
+    rules = {}
+    for key, rows in data.items():
+        if key == "measured":
+            continue
+        n = key.removeprefix("inputs-")
+        if not key.startswith("inputs-") or not n.isdigit() or not 1 <= int(n) <= MAX_INPUTS:
+            raise LaunchShapeError(f"{where}: unknown key {key!r}; inputs-1 .. inputs-{MAX_INPUTS}"
+                                   " or measured")  # fmt: skip
+        rules[int(n)] = _rules(f"{where} {key}", rows)
+    if not rules:
+        raise LaunchShapeError(f"{where}: no inputs-N list")
+    return GpuTable(name, str(data.get("measured", "")), rules)
+
+
+def load(path: Path = TABLE_FILE) -> LaunchShapes:
+    where = path.name if path == TABLE_FILE else str(path)
+    where = f"tuning/{where}" if path == TABLE_FILE else where
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise LaunchShapeError(f"{where}: {exc}") from None
+    unknown = set(data) - {"candidates", DEFAULT, "gpu"}
+    if unknown or DEFAULT not in data:
+        raise LaunchShapeError(
+            f'{where}: needs [default] (and may have [candidates], [gpu."<name>"]); '
+            f"unknown: {sorted(unknown)}"
+        )
+    candidates = tuple(
+        _shape(f"{where} [candidates]", row) for row in data.get("candidates", {}).get("shapes", [])
+    )
+    tables = [_table(DEFAULT, data[DEFAULT], f"{where} [default]")]
+    for gpu, table in data.get("gpu", {}).items():
+        tables.append(_table(gpu, table, f'{where} [gpu."{gpu}"]'))
+    return LaunchShapes(candidates, tuple(tables))
+
+
+def _c_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def c_tables(shapes: LaunchShapes, compiled: tuple[Shape, ...]) -> list[str]:
+    """The generated header's lines: the compiled shapes and the per-GPU rule lists, each
+    rule naming its shape by index into cee_vector_shapes."""
+    index = {shape: i for i, shape in enumerate(compiled)}
+    lines = [
+        f"#define CEE_NUM_VECTOR_SHAPES {len(compiled)}",
+        "static const cee::VectorShape cee_vector_shapes[CEE_NUM_VECTOR_SHAPES] = {",
+        *(f"    {{{s.access}, {s.block}, {s.per_thread}}}," for s in compiled),
+        "};",
+        f"#define CEE_MAX_INPUTS {MAX_INPUTS}",
+    ]
+    entries = []
+    for t, table in enumerate(shapes.tables):
+        lists = []
+        for inputs in range(1, MAX_INPUTS + 1):
+            name = f"cee_shape_rules_{t}_{inputs}"
+            rows = ", ".join(
+                f"{{{-1 if r.up_to_bytes is None else r.up_to_bytes}, {index[r.shape]}}}"
+                for r in table.rules_for(inputs)
+            )
+            lines.append(f"static const cee::ShapeRule {name}[] = {{{rows}}};")
+            lists.append(name)
+        entries.append(f"    {{{_c_string(table.gpu)}, {{{', '.join(lists)}}}}},")
+    lines += [
+        "// The first table is the default (any GPU not listed by name).",
+        f"#define CEE_NUM_LAUNCH_TABLES {len(shapes.tables)}",
+        "static const cee::LaunchTable cee_launch_tables[CEE_NUM_LAUNCH_TABLES] = {",
+        *entries,
+        "};",
+    ]
+    return lines

@@ -1,0 +1,46 @@
+"""python -m scripts.tune measure [--out DIR] [--quick]   on a GPU, with a tuning wheel
+                                                      (make tune-wheel) installed
+python -m scripts.tune table [MEASUREMENTS...]        here: rewrites
+                                                      tuning/launch_shapes.toml
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from buildtools.launch_shapes import TABLE_FILE
+
+MEASUREMENTS = TABLE_FILE.parent / "measurements"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.tune",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("measure", help="time every compiled launch shape on this GPU")
+    m.add_argument("--out", type=Path, default=MEASUREMENTS, help=f"default: {MEASUREMENTS}")
+    m.add_argument("--quick", action="store_true", help="few sizes, one round (a dry run)")
+    t = sub.add_parser("table", help="derive tuning/launch_shapes.toml from measurements")
+    t.add_argument("csv", nargs="*", type=Path, help=f"default: every {MEASUREMENTS}/*.csv")
+    t.add_argument(
+        "--check",
+        action="store_true",
+        help="only say whether the table file is what the measurements give",
+    )
+    args = parser.parse_args(argv)
+    if args.command == "measure":
+        from .measure import measure
+
+        return measure(args.out, quick=args.quick)
+    from .derive import write_table
+
+    return write_table(args.csv or sorted(MEASUREMENTS.glob("*.csv")), TABLE_FILE, args.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Times every compiled launch shape of the vectorized kernel on this GPU, for each number of
+inputs the declared ops have, in float32 and bfloat16, at tensor sizes of 64 KiB .. 1 GiB;
+next to the op's torch reference and a copy that moves the same bytes, for context.
+
+Method (scripts/bench/benchmark.py's): triton.testing.do_bench (CUDA events, L2 flushed
+before each call, median), the shapes interleaved in rounds, the median round kept. Each
+shape is forced through cuda_ext_example._C.force_launch_shape, and its output is checked
+against the reference before it is timed.
+
+Writes <out>/<gpu-slug>-<date>.csv, one row per (op, dtype, bytes, shape), with the GPU,
+driver, torch and date on every row (the table's provenance).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import statistics
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from buildtools.launch_shapes import Shape, load
+from scripts.bench.benchmark import Settings, bench_ms
+from scripts.bench.report import slug
+from scripts.gpu.facts import machine_facts
+
+COLUMNS = ("gpu", "driver", "torch", "date", "inputs", "op", "dtype", "bytes", "shape", "ms",
+           "spread_pct")  # fmt: skip
+DTYPES = ("float32", "bfloat16")
+LOG2_BYTES = range(16, 31)  # bytes of one tensor: 64 KiB .. 1 GiB
+QUICK_LOG2_BYTES = (16, 22, 28)
+REFERENCE, COPY = "reference", "copy"
+
+
+def vectorized_ops() -> dict[int, dict]:
+    """inputs -> the first declared op with the vectorized kernel and that many inputs."""
+    from cuda_ext_example.ops import DECLARATIONS
+
+    found: dict[int, dict] = {}
+    for op in DECLARATIONS.values():
+        if op["kernel"] == "vectorized":
+            found.setdefault(len(op["inputs"]), op)
+    return dict(sorted(found.items()))
+
+
+def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: Settings):
+    """{shape label: [ms per round]} for one op, dtype and size."""
+    import torch
+
+    from cuda_ext_example import _C
+    from cuda_ext_example.op_checks import reference as reference_of
+
+    run = getattr(torch.ops.cuda_ext_example, op["name"]).default
+    reference = reference_of(op)
+    torch_dtype = getattr(torch, dtype)
+    n = nbytes // torch_dtype.itemsize
+    inputs = [torch.randn(n, device="cuda", dtype=torch_dtype) for _ in op["inputs"]]
+    # A copy that moves what the op moves: (inputs + 1) tensors of n elements.
+    copy_n = (len(inputs) + 1) * n // 2
+    src = torch.empty(copy_n, device="cuda", dtype=torch_dtype)
+    dst = torch.empty_like(src)
+    expected = reference(*inputs)
+    impls = {}
+    for i, shape in enumerate(shapes):
+        _C.force_launch_shape(i)
+        if not torch.equal(run(*inputs), expected):
+            raise SystemExit(f"shape {shape} of {op['name']} {dtype} n={n} differs from "
+                             f"{op['reference']}")  # fmt: skip
+        impls[str(shape)] = (i, functools.partial(run, *inputs))
+    impls[REFERENCE] = (-1, functools.partial(reference, *inputs))
+    impls[COPY] = (-1, functools.partial(dst.copy_, src))
+    times: dict[str, list[float]] = {label: [] for label in impls}
+    try:
+        for _ in range(settings.rounds):
+            for label, (index, fn) in impls.items():
+                _C.force_launch_shape(index)
+                times[label].append(bench_ms(fn, settings))
+    finally:
+        _C.force_launch_shape(-1)
+    return times
+
+
+def measure(out_dir: Path, quick: bool = False) -> int:
+    import torch
+
+    if not torch.cuda.is_available():
+        print("scripts.tune measure needs a CUDA GPU", file=sys.stderr)
+        return 2
+    from cuda_ext_example import _C
+
+    compiled = [Shape(*s) for s in _C.vector_shapes()]
+    missing = sorted(set(load().candidates) - set(compiled))
+    if missing:
+        names = ", ".join(map(str, missing))
+        print(
+            f"note: this wheel lacks {len(missing)} candidate shapes ({names}): build it with "
+            "`make tune-wheel` to time them all",
+            file=sys.stderr,
+        )
+    now = datetime.now(timezone.utc)
+    facts = machine_facts(now)
+    gpu = torch.cuda.get_device_name()
+    settings = Settings(5, 25, 0, 0, False, rounds=1 if quick else 3)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{slug(gpu)}-{now:%Y-%m-%d}.csv"
+    print("\n".join(f"{k}: {v}" for k, v in facts.items()), flush=True)
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(COLUMNS)
+        for inputs, op in vectorized_ops().items():
+            for dtype in DTYPES:
+                for log2 in QUICK_LOG2_BYTES if quick else LOG2_BYTES:
+                    times = time_cell(op, dtype, 2**log2, compiled, settings)
+                    best = min(statistics.median(t) for t in times.values())
+                    for label, samples in times.items():
+                        ms = statistics.median(samples)
+                        spread = (max(samples) - min(samples)) / ms * 100
+                        writer.writerow([gpu, facts["driver"], torch.__version__, f"{now:%Y-%m-%d}",
+                                         inputs, op["name"], dtype, 2**log2, label, f"{ms:.6f}",
+                                         f"{spread:.2f}"])  # fmt: skip
+                    winner = min(times, key=lambda k: statistics.median(times[k]))
+                    print(f"  {op['name']:<12} {dtype:<9} 2^{log2} B  best {winner:<14} "
+                          f"{best * 1e3:9.2f} us", flush=True)  # fmt: skip
+                    torch.cuda.empty_cache()
+    print(f"wrote {path}")
+    return 0

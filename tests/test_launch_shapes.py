@@ -1,0 +1,111 @@
+"""The per-GPU launch shapes (tuning/launch_shapes.toml): the compiled choice
+(csrc/elementwise_launch.h, through cuda_ext_example._C) is what the table says, for every
+table, number of inputs and size, with no GPU; on a GPU every compiled shape gives torch's
+answer bit for bit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from buildtools import launch_shapes
+from buildtools.launch_shapes import LaunchShapeError, Shape
+
+TABLES = launch_shapes.load()
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    from cuda_ext_example import _C
+
+    return _C
+
+
+def sizes_around(rules) -> list[int]:
+    """Each rule's edges: its limit, one byte over, and 0."""
+    out = [0, 1, 2**40]
+    for rule in rules:
+        if rule.up_to_bytes is not None:
+            out += [rule.up_to_bytes - 1, rule.up_to_bytes, rule.up_to_bytes + 1]
+    return out
+
+
+def test_the_wheel_compiles_every_shape_the_tables_name(compiled):
+    assert [Shape(*s) for s in compiled.vector_shapes()] == list(TABLES.compiled(False))
+
+
+@pytest.mark.parametrize("table", TABLES.tables, ids=[t.gpu for t in TABLES.tables])
+@pytest.mark.parametrize("inputs", [1, 2, 3])
+def test_compiled_choice_is_the_tables(compiled, table, inputs):
+    shapes = [Shape(*s) for s in compiled.vector_shapes()]
+    gpu = table.gpu if table.gpu != launch_shapes.DEFAULT else "a GPU nobody measured"
+    for nbytes in sizes_around(table.rules_for(inputs)):
+        name, index = compiled.launch_shape(gpu, inputs, nbytes)
+        assert name == table.gpu
+        assert shapes[index] == table.shape_for(inputs, nbytes), (gpu, inputs, nbytes)
+
+
+def test_three_inputs_take_the_largest_listed_count():
+    table = TABLES.tables[0]
+    assert table.rules_for(3) == table.rules[max(table.rules)]
+
+
+def test_bad_arguments_are_refused(compiled):
+    with pytest.raises(ValueError, match="inputs must be 1..3"):
+        compiled.launch_shape("x", 4, 10)
+    with pytest.raises(ValueError, match="not a compiled shape"):
+        compiled.force_launch_shape(len(compiled.vector_shapes()))
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("[gpu.x]\ninputs-1 = [{access = 16, block = 256, per-thread = 1}]\n",
+         "needs \\[default\\]"),
+        ("[default]\ninputs-1 = [{up-to-bytes = 5, access = 16, block = 256, per-thread = 1}]\n",
+         "last shape must have no up-to-bytes"),
+        ("[default]\ninputs-1 = [{access = 4, block = 256, per-thread = 1}]\n", "access = 4"),
+        ("[default]\ninputs-1 = [{access = 16, block = 100, per-thread = 1}]\n", "block 100"),
+        ("[default]\ninputs-9 = [{access = 16, block = 256, per-thread = 1}]\n", "inputs-9"),
+        ("[default]\ninputs-1 = [{up-to-bytes = 9, access = 16, block = 256, per-thread = 1},\n"
+         "  {up-to-bytes = 8, access = 8, block = 256, per-thread = 1},\n"
+         "  {access = 8, block = 256, per-thread = 1}]\n", "must increase"),
+    ],
+)  # fmt: skip
+def test_a_bad_table_is_refused_with_its_fault(tmp_path, text, problem):
+    path = tmp_path / "launch_shapes.toml"
+    path.write_text(text)
+    with pytest.raises(LaunchShapeError, match=problem):
+        launch_shapes.load(path)
+
+
+def test_tuning_candidates_compile_only_when_asked(monkeypatch):
+    monkeypatch.delenv("CEE_TUNING_CANDIDATES", raising=False)
+    named = {r.shape for t in TABLES.tables for rules in t.rules.values() for r in rules}
+    assert set(TABLES.compiled()) == named
+    assert not set(TABLES.candidates) <= named  # else this test proves nothing
+    monkeypatch.setenv("CEE_TUNING_CANDIDATES", "1")
+    assert set(TABLES.candidates) <= set(TABLES.compiled())
+
+
+@pytest.mark.gpu
+def test_every_compiled_shape_equals_the_reference_on_this_gpu(compiled, any_op):
+    """Per-GPU tables mean a GPU runs only its own shapes; forcing each one runs them all here:
+    odd sizes (the tail), every dtype the op has."""
+    import cuda_ext_example
+    from cuda_ext_example.op_checks import reference, sample_inputs
+
+    op = cuda_ext_example.ops.DECLARATIONS[any_op]
+    if op["kernel"] != "vectorized":
+        pytest.skip("the simple kernel has one shape")
+    fn = getattr(cuda_ext_example, any_op)
+    try:
+        for index in range(len(compiled.vector_shapes())):
+            compiled.force_launch_shape(index)
+            for dtype in (torch.float32, torch.bfloat16, torch.int8, torch.float64):
+                for n in (1, 37, 4096 * 3 + 5, 2**20 + 3):
+                    inputs = sample_inputs(op, n, "cuda", dtype)
+                    got, want = fn(*inputs), reference(op)(*inputs)
+                    assert torch.equal(got, want), (index, dtype, n)
+    finally:
+        compiled.force_launch_shape(-1)
