@@ -5,13 +5,17 @@ answer bit for bit."""
 
 from __future__ import annotations
 
+import csv
+
 import pytest
 import torch
 
 from buildtools import launch_shapes
 from buildtools.launch_shapes import LaunchShapeError, Shape
+from scripts.tune import derive
 
 TABLES = launch_shapes.load()
+MEASUREMENTS = launch_shapes.TABLE_FILE.parent / "measurements"
 
 
 @pytest.fixture(scope="module")
@@ -79,13 +83,46 @@ def test_a_bad_table_is_refused_with_its_fault(tmp_path, text, problem):
         launch_shapes.load(path)
 
 
-def test_tuning_candidates_compile_only_when_asked(monkeypatch):
+def test_tuning_candidates_compile_only_when_asked(tmp_path, monkeypatch):
+    # A table of its own, so that the switch is tested whatever tuning/ lists today.
+    path = tmp_path / "launch_shapes.toml"
+    path.write_text(
+        "[candidates]\nshapes = [{access = 8, block = 512, per-thread = 2},\n"
+        "  {access = 16, block = 256, per-thread = 1}]\n"
+        "[default]\ninputs-1 = [{up-to-bytes = 4096, access = 16, block = 256, per-thread = 1},\n"
+        "  {access = 16, block = 128, per-thread = 4}]\n"
+        '[gpu."X"]\ninputs-2 = [{access = 8, block = 256, per-thread = 1}]\n'
+    )
+    table = launch_shapes.load(path)
+    named = [Shape(8, 256, 1), Shape(16, 128, 4), Shape(16, 256, 1)]
+    every = sorted([*named, Shape(8, 512, 2)])
+    assert table.candidates == (Shape(8, 512, 2), Shape(16, 256, 1))
     monkeypatch.delenv("CEE_TUNING_CANDIDATES", raising=False)
-    named = {r.shape for t in TABLES.tables for rules in t.rules.values() for r in rules}
-    assert set(TABLES.compiled()) == named
-    assert not set(TABLES.candidates) <= named  # else this test proves nothing
+    assert list(table.compiled()) == named
+    for value in ("0", "", "yes"):  # only "1" asks
+        monkeypatch.setenv("CEE_TUNING_CANDIDATES", value)
+        assert list(table.compiled()) == named, value
     monkeypatch.setenv("CEE_TUNING_CANDIDATES", "1")
-    assert set(TABLES.candidates) <= set(TABLES.compiled())
+    assert list(table.compiled()) == every
+    # An explicit argument overrides the environment, either way.
+    assert list(table.compiled(False)) == named
+    monkeypatch.delenv("CEE_TUNING_CANDIDATES")
+    assert list(table.compiled(True)) == every
+
+
+def test_the_table_keeps_every_measured_shape_as_a_candidate():
+    """A tuning wheel (make tune-wheel) compiles [candidates]: every shape tuning/measurements
+    timed must stay one, or the next measurement cannot time the shapes the tables dropped."""
+    measured = {
+        derive.parse_shape(m["shape"])
+        for path in sorted(MEASUREMENTS.glob("*.csv"))
+        for m in csv.DictReader(path.read_text().splitlines())
+        if m["shape"] not in derive.NOT_SHAPES
+    }
+    assert measured, "no measurements in tuning/measurements"
+    named = set(TABLES.compiled(False))
+    assert measured - named, "every measured shape is in a table: this test proves nothing"
+    assert measured <= set(TABLES.candidates), sorted(measured - set(TABLES.candidates))
 
 
 @pytest.mark.gpu
@@ -95,10 +132,10 @@ def test_every_compiled_shape_equals_the_reference_on_this_gpu(compiled, any_op)
     import cuda_ext_example
     from cuda_ext_example.op_checks import reference, sample_inputs
 
-    op = cuda_ext_example.ops.DECLARATIONS[any_op]
+    op = any_op.declaration
     if op["kernel"] != "vectorized":
         pytest.skip("the simple kernel has one shape")
-    fn = getattr(cuda_ext_example, any_op)
+    fn = getattr(cuda_ext_example, op["name"])
     try:
         for index in range(len(compiled.vector_shapes())):
             compiled.force_launch_shape(index)

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildtools.launch_shapes import DEFAULT, TABLE_FILE, Rule, Shape, load
+from buildtools.launch_shapes import DEFAULT, TABLE_FILE, LaunchShapeError, Rule, Shape, load
 
 TOLERANCE = 1.02  # a shape within 2% of the best counts as the best (cells' spread: 1-5%)
 MAX_SHAPES = 5
@@ -147,9 +148,13 @@ def _toml_string(text: str) -> str:
 
 
 def _preamble(path: Path) -> str:
-    """The file's comments and [candidates], which the tables never change."""
+    """The file's comments and [candidates], which the tables never change: everything before
+    the [default] table's header (a line of its own; the comments may name it too)."""
     text = path.read_text()
-    return text[: text.index(f"[{DEFAULT}]")].rstrip() + "\n"
+    header = re.search(rf"^[ \t]*\[{DEFAULT}\]", text, re.MULTILINE)
+    if header is None:
+        raise LaunchShapeError(f"{path}: no [{DEFAULT}] table to write the tables after")
+    return text[: header.start()].rstrip() + "\n"
 
 
 def table_text(measurements: list[Measurement], preamble: str) -> str:

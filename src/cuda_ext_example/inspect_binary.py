@@ -20,7 +20,7 @@ from pathlib import Path
 from . import binary_info, shim_versions
 
 # 16-byte and 8-byte global loads, as PTX and SASS spell them (my_fast_add uses 16-byte
-# vectors, and 8-byte accesses for tensors over 64 MiB; pyproject.toml elementwise says why).
+# vectors; the shapes of tuning/launch_shapes.toml, chosen per GPU).
 LOADS = {
     "ptx": (
         re.compile(r"ld\.global(?:\.nc)?\.v(?:4\.[bfsu]32|2\.[bfsu]64)"),

@@ -1,0 +1,295 @@
+"""scripts/tune/derive.py on made-up measurements: the CSV of scripts.tune measure -> the
+launch-shape tables -> the text of tuning/launch_shapes.toml, which buildtools.launch_shapes
+must load. No GPU, no torch."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from buildtools import launch_shapes
+from buildtools.launch_shapes import DEFAULT, Rule, Shape
+from scripts.tune import derive, measure
+
+KiB, MiB = 2**10, 2**20
+WIDE = Shape(16, 256, 4)  # "16B x4 /256"
+NARROW = Shape(16, 128, 1)  # "16B x1 /128"
+EIGHT = Shape(8, 256, 1)  # "8B x1 /256"
+SHAPES = (WIDE, NARROW, EIGHT)
+LOG2_BYTES = range(16, 23)  # 64 KiB .. 4 MiB per tensor
+PREAMBLE = "[candidates]\nshapes = []\n"
+
+
+def m(shape: Shape, nbytes: int, ms: float, dtype="float32", inputs=1, gpu="G"):
+    """One made-up measurement."""
+    provenance = f"{gpu}, driver 1, torch 2, 2026-01-01: tuning/measurements/g.csv"
+    return derive.Measurement(gpu, provenance, inputs, dtype, nbytes, shape, ms)
+
+
+def cell(nbytes: int, factors: dict[Shape, float], **kw) -> list[derive.Measurement]:
+    """One (size, dtype, inputs) cell: each shape's time is its factor over 1 ms."""
+    return [m(shape, nbytes, factor, **kw) for shape, factor in factors.items()]
+
+
+# Each fake GPU's slowdown of each shape: (inputs, small) -> shape -> factor, where small is a
+# tensor under 1 MiB. GPU A: WIDE wins with one input; with two, EIGHT under 1 MiB and NARROW
+# from it. GPU B: NARROW wins with one input (WIDE 1.2x), two inputs as on A.
+TWO_INPUTS = {
+    (2, True): {EIGHT: 1.0, WIDE: 1.2, NARROW: 1.2},
+    (2, False): {NARROW: 1.0, WIDE: 1.1, EIGHT: 1.3},
+}
+FACTORS = {
+    "Fake GPU A": {
+        (1, True): {WIDE: 1.0, NARROW: 1.1, EIGHT: 1.3},
+        (1, False): {WIDE: 1.0, NARROW: 1.1, EIGHT: 1.3},
+        **TWO_INPUTS,
+    },
+    "Fake GPU B": {
+        (1, True): {NARROW: 1.0, WIDE: 1.2, EIGHT: 1.3},
+        (1, False): {NARROW: 1.0, WIDE: 1.2, EIGHT: 1.3},
+        **TWO_INPUTS,
+    },
+}
+
+
+def write_measurements(path: Path, gpu: str, date: str, factors=None, scale: float = 1.0) -> Path:
+    """A CSV as scripts.tune measure writes it, with its "reference" and "copy" rows (fastest
+    of all, so that a derive that took them for shapes would pick them)."""
+    factors = factors or FACTORS[gpu]
+    ops = {1: "my_square", 2: "my_add"}
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(measure.COLUMNS)
+        for inputs in (1, 2):
+            for dtype in ("float32", "bfloat16"):
+                for log2 in LOG2_BYTES:
+                    nbytes = 2**log2
+                    base = scale * 0.005 * (1 + nbytes / MiB)
+                    times = {str(s): f * base for s, f in factors[inputs, nbytes < MiB].items()}
+                    times |= {"reference": 0.5 * base, "copy": 0.4 * base}
+                    for label, ms in times.items():
+                        writer.writerow([gpu, "580.1", "2.11.0+cu130", date, inputs, ops[inputs],
+                                         dtype, nbytes, label, f"{ms:.6f}", "1.00"])  # fmt: skip
+    return path
+
+
+@pytest.fixture
+def two_gpus(tmp_path) -> list[Path]:
+    return [
+        write_measurements(tmp_path / "fake-gpu-a-2026-01-02.csv", "Fake GPU A", "2026-01-02"),
+        write_measurements(tmp_path / "fake-gpu-b-2026-01-03.csv", "Fake GPU B", "2026-01-03"),
+    ]
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def test_parse_shape_round_trips_the_labels():
+    assert str(WIDE) == "16B x4 /256"
+    assert derive.parse_shape("16B x4 /256") == Shape(16, 256, 4)
+    assert derive.parse_shape("8B x2 /512") == Shape(8, 512, 2)
+    for access in launch_shapes.ACCESS_BYTES:
+        for block in (32, 64, 128, 256, 512, 1024):
+            for per_thread in (1, 2, 4, 8):
+                shape = Shape(access, block, per_thread)
+                assert derive.parse_shape(str(shape)) == shape
+
+
+def test_read_measurements_skips_reference_and_copy(two_gpus):
+    rows = derive.read_measurements(two_gpus[0])
+    # 2 numbers of inputs x 2 dtypes x 7 sizes x 3 shapes, none of the 2 context rows.
+    assert len(rows) == 2 * 2 * len(LOG2_BYTES) * len(SHAPES)
+    assert {r.shape for r in rows} == set(SHAPES)
+    first = rows[0]
+    assert (first.gpu, first.inputs, first.dtype, first.nbytes) == ("Fake GPU A", 1, "float32",
+                                                                    64 * KiB)  # fmt: skip
+    assert first.provenance == (
+        "Fake GPU A, driver 580.1, torch 2.11.0+cu130, 2026-01-02: "
+        "tuning/measurements/fake-gpu-a-2026-01-02.csv"
+    )
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def test_rules_take_the_fastest_shape_per_size_and_merge_neighbours():
+    measurements = [
+        *cell(64 * KiB, {WIDE: 1.0, NARROW: 1.2, EIGHT: 1.5}),
+        *cell(128 * KiB, {WIDE: 1.0, NARROW: 1.3, EIGHT: 1.5}),
+        *cell(256 * KiB, {WIDE: 1.5, NARROW: 1.0, EIGHT: 1.5}),
+        *cell(512 * KiB, {WIDE: 1.4, NARROW: 1.0, EIGHT: 1.1}),
+        *cell(1 * MiB, {WIDE: 1.0, NARROW: 1.2, EIGHT: 1.5}),
+        *cell(2 * MiB, {WIDE: 1.0, NARROW: 1.2, EIGHT: 1.5}),
+        # Another number of inputs: not in the list for one input.
+        *cell(64 * KiB, {EIGHT: 1.0, WIDE: 2.0}, inputs=2),
+    ]
+    assert derive.rules(measurements, 1, set(SHAPES)) == (
+        Rule(128 * KiB, WIDE),
+        Rule(512 * KiB, NARROW),
+        Rule(None, WIDE),  # the last rule takes every larger size
+    )
+    assert derive.rules(measurements, 2, set(SHAPES)) == (Rule(None, EIGHT),)
+    # Only carried shapes are chosen: without NARROW, EIGHT is best at 512 KiB (1.1x).
+    assert derive.rules(measurements, 1, {WIDE, EIGHT}) == (
+        Rule(256 * KiB, WIDE),
+        Rule(512 * KiB, EIGHT),
+        Rule(None, WIDE),
+    )
+    assert derive.rules(measurements, 1, {NARROW}) == (Rule(None, NARROW),)
+
+
+def test_rules_keep_the_previous_shape_within_tolerance():
+    def table(slowdown_of_narrow: float) -> tuple[Rule, ...]:
+        # NARROW wins at 256 KiB; at 512 KiB WIDE is best and NARROW `slowdown_of_narrow`.
+        measurements = [
+            *cell(128 * KiB, {WIDE: 1.0, NARROW: 1.5}),
+            *cell(256 * KiB, {WIDE: 1.5, NARROW: 1.0}),
+            *cell(512 * KiB, {WIDE: 1.0, NARROW: slowdown_of_narrow}),
+            *cell(1 * MiB, {WIDE: 1.0, NARROW: 1.5}),
+        ]
+        return derive.rules(measurements, 1, {WIDE, NARROW})
+
+    assert 1.01 < derive.TOLERANCE < 1.05  # what the two cases below stand on either side of
+    # 1% slower: noise, NARROW stays on for 512 KiB.
+    assert table(1.01) == (Rule(128 * KiB, WIDE), Rule(512 * KiB, NARROW), Rule(None, WIDE))
+    # 5% slower: WIDE takes 512 KiB.
+    assert table(1.05) == (Rule(128 * KiB, WIDE), Rule(256 * KiB, NARROW), Rule(None, WIDE))
+
+
+def test_rules_take_the_least_worst_slowdown_over_the_dtypes_and_gpus():
+    # bfloat16 prefers NARROW (WIDE 1.10x); float32 prefers WIDE (NARROW 1.04x): NARROW's worst
+    # case, 1.04x, is the lesser. (float32 comes last, so the last cell read is not the answer.)
+    measurements = [
+        *cell(1 * MiB, {WIDE: 1.10, NARROW: 1.0}, dtype="bfloat16"),
+        *cell(1 * MiB, {WIDE: 1.0, NARROW: 1.04}, dtype="float32"),
+    ]
+    assert derive.rules(measurements, 1, {WIDE, NARROW}) == (Rule(None, NARROW),)
+    assert derive.rules(measurements[2:], 1, {WIDE, NARROW}) == (Rule(None, WIDE),)
+    # The same over two GPUs.
+    measurements = [
+        *cell(1 * MiB, {WIDE: 1.10, NARROW: 1.0}, gpu="B"),
+        *cell(1 * MiB, {WIDE: 1.0, NARROW: 1.04}, gpu="A"),
+    ]
+    assert derive.rules(measurements, 1, {WIDE, NARROW}) == (Rule(None, NARROW),)
+
+
+# --------------------------------------------------------------------------- carried shapes
+
+
+def test_carried_shapes_are_at_most_max_shapes():
+    shapes = [Shape(a, b, p) for a in (8, 16) for b in (128, 256) for p in (1, 2)]
+    assert len(shapes) > derive.MAX_SHAPES
+    # Each shape wins at one size and is 1.5x elsewhere.
+    measurements = [
+        m(shape, MiB * 2**i, 1.0 if shape == winner else 1.5)
+        for i, winner in enumerate(shapes)
+        for shape in shapes
+    ]
+    carried = derive.carried_shapes(measurements)
+    assert len(carried) == derive.MAX_SHAPES
+    assert carried < set(shapes)
+    assert len(derive.carried_shapes(measurements, count=2)) == 2
+    # Fewer shapes measured than allowed: all of them.
+    assert derive.carried_shapes(measurements[:3]) == set(shapes[:3])
+
+
+def test_carried_shapes_are_picked_on_the_large_sizes():
+    assert 512 * KiB < derive.PICK_FROM_BYTES <= MiB  # the cells below are on either side
+    small = Shape(8, 512, 2)  # wins by far under 1 MiB, is slow from it
+    measurements = [
+        *cell(256 * KiB, {small: 1.0, WIDE: 3.0, NARROW: 3.0, EIGHT: 3.0}),
+        *cell(512 * KiB, {small: 1.0, WIDE: 3.0, NARROW: 3.0, EIGHT: 3.0}),
+        *cell(1 * MiB, {small: 1.5, WIDE: 1.0, NARROW: 1.2, EIGHT: 1.3}),
+        *cell(4 * MiB, {small: 1.5, WIDE: 1.1, NARROW: 1.0, EIGHT: 1.3}),
+    ]
+    # One shape: the least total log-slowdown from 1 MiB, WIDE (1.0 * 1.1 < 1.2 * 1.0).
+    assert derive.carried_shapes(measurements, count=1) == {WIDE}
+    # Two: WIDE and NARROW leave no slowdown at all from 1 MiB; `small` is not picked.
+    assert derive.carried_shapes(measurements, count=2) == {WIDE, NARROW}
+    assert small in derive.carried_shapes(measurements, count=4)  # only when all are
+    # Without the small sizes' cells, nothing changes: they do not count.
+    large = [x for x in measurements if x.nbytes >= MiB]
+    assert derive.carried_shapes(large, count=2) == {WIDE, NARROW}
+
+
+# --------------------------------------------------------------------------- the table file
+
+
+def test_table_text_loads_and_has_default_and_each_gpu(two_gpus, tmp_path):
+    measurements = derive.latest_per_gpu(two_gpus)
+    text = derive.table_text(measurements, PREAMBLE)
+    assert text.startswith(PREAMBLE)
+    path = tmp_path / "launch_shapes.toml"
+    path.write_text(text)
+    tables = launch_shapes.load(path)
+    assert [t.gpu for t in tables.tables] == [DEFAULT, "Fake GPU A", "Fake GPU B"]
+    assert text.count(f"[{DEFAULT}]") == 1
+    assert '[gpu."Fake GPU A"]' in text and '[gpu."Fake GPU B"]' in text
+    default, a, b = tables.tables
+    assert a.measured == (
+        "Fake GPU A, driver 580.1, torch 2.11.0+cu130, 2026-01-02: "
+        "tuning/measurements/fake-gpu-a-2026-01-02.csv"
+    )
+    assert b.measured.endswith("2026-01-03: tuning/measurements/fake-gpu-b-2026-01-03.csv")
+    assert default.measured == (
+        "least worst slowdown over Fake GPU A, Fake GPU B (tuning/measurements/"
+        "fake-gpu-a-2026-01-02.csv, tuning/measurements/fake-gpu-b-2026-01-03.csv)"
+    )
+    # What FACTORS says wins: per GPU for one input, under and from 1 MiB for two.
+    assert a.rules[1] == (Rule(None, WIDE),)
+    assert b.rules[1] == (Rule(None, NARROW),)
+    two = (Rule(512 * KiB, EIGHT), Rule(None, NARROW))
+    assert a.rules[2] == b.rules[2] == default.rules[2] == two
+    # [default], one input: WIDE is 1.2x on B, NARROW 1.1x on A; the least worst is NARROW.
+    assert default.rules[1] == (Rule(None, NARROW),)
+    assert a.shape_for(1, 4 * MiB) == WIDE and b.shape_for(1, 4 * MiB) == NARROW
+    assert set(tables.compiled(False)) == set(SHAPES)
+    assert tables.candidates == ()
+
+
+def test_write_table_checks_then_writes(two_gpus, tmp_path, capsys):
+    path = tmp_path / "launch_shapes.toml"
+    # The comments name [default] too: the preamble ends at the table's header, not there.
+    preamble = (
+        "# Per-GPU launch shapes: the GPU's table, else [default].\n"
+        "# A second comment line.\n\n"
+        "[candidates]\nshapes = [{ access = 8, block = 512, per-thread = 2 }]\n"
+    )
+    stale = preamble + "\n[default]\ninputs-1 = [{ access = 16, block = 256, per-thread = 1 }]\n"
+    path.write_text(stale)
+    assert derive.write_table(two_gpus, path, check=True) == 1
+    assert "differs" in capsys.readouterr().out
+    assert path.read_text() == stale  # a check writes nothing
+    assert derive.write_table(two_gpus, path) == 0
+    text = path.read_text()
+    assert text != stale
+    assert text.startswith(preamble)  # comments and [candidates] kept whole
+    assert text == derive.table_text(derive.latest_per_gpu(two_gpus), preamble)
+    assert launch_shapes.load(path).candidates == (Shape(8, 512, 2),)
+    capsys.readouterr()
+    assert derive.write_table(two_gpus, path, check=True) == 0
+    assert "matches" in capsys.readouterr().out
+    # Writing again changes nothing.
+    assert derive.write_table(two_gpus, path) == 0
+    assert path.read_text() == text
+    # No measurements: nothing to derive, the file untouched.
+    assert derive.write_table([], path) == 2
+    assert path.read_text() == text
+
+
+def test_latest_per_gpu_keeps_the_newest_date_of_each_gpu(tmp_path):
+    old_a = write_measurements(tmp_path / "a-old.csv", "Fake GPU A", "2026-01-01", scale=3.0)
+    new_a = write_measurements(tmp_path / "a-new.csv", "Fake GPU A", "2026-02-01")
+    only_b = write_measurements(tmp_path / "b.csv", "Fake GPU B", "2026-01-15", scale=2.0)
+    for paths in ([old_a, new_a, only_b], [only_b, new_a, old_a]):
+        kept = derive.latest_per_gpu(paths)
+        dates = {(x.gpu, x.provenance.split(", ")[-1].split(":")[0]) for x in kept}
+        assert dates == {("Fake GPU A", "2026-02-01"), ("Fake GPU B", "2026-01-15")}
+        assert len(kept) == len(derive.read_measurements(new_a)) + len(
+            derive.read_measurements(only_b)
+        )
+        assert {x.ms for x in kept if x.gpu == "Fake GPU A"} == {
+            x.ms for x in derive.read_measurements(new_a)
+        }
