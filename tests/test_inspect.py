@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from buildtools import launch_shapes
 from cuda_ext_example import BUILD_INFO, binary_info, inspect_binary, shim_versions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,12 +84,15 @@ def test_ptx_shows_vectorized_loads(wheel):
     wide = {n: c for n, c in vectorized.items() if ", 16, " in n}
     narrow = {n: c for n, c in vectorized.items() if ", 8, " in n}
     simple = [c for name, c in counts.items() if "elementwise_simple<" in name]
-    # per rule and dtype: 16-byte vectors x1 and x4 per thread, 8-byte accesses; the simple
+    # per rule and dtype: each compiled shape of tuning/launch_shapes.toml; the simple
     # kernels of Add (my_add's and my_fast_add's fallback) and Square
-    assert len(wide) == 2 * 2 * 9 and len(narrow) == len(simple) == 2 * 9
+    shapes = launch_shapes.load().compiled(with_candidates=False)
+    wide_shapes = sum(1 for s in shapes if s.access == 16)
+    assert len(wide) == 2 * wide_shapes * 9 and len(simple) == 2 * 9
+    assert len(narrow) == 2 * (len(shapes) - wide_shapes) * 9
     for name, (w, _) in wide.items():  # one 16-byte load per input
         assert w >= arity[name.split("cee_ops::")[1].split(",")[0]], name
-    for name, (w, n) in narrow.items():  # 8-byte loads (> 64 MiB)
+    for name, (w, n) in narrow.items():  # 8-byte loads
         assert n >= arity[name.split("cee_ops::")[1].split(",")[0]] and w == 0, name
     assert all(w == 0 for w, _ in simple)
     assert "ld.global.nc.v4" in text
@@ -104,7 +108,8 @@ def test_sass_shows_ldg_e_128(wheel):
     n_arch = len(BUILD_INFO["sass_archs"]) - len(skipped)
     counts = _loads_summary(text, "SASS")
     vectorized = {name: c for name, c in counts.items() if "elementwise_vectorized<" in name}
-    assert len(vectorized) == 2 * 27  # Add and Square: 3 shapes x 9 dtypes
+    # Add and Square: every compiled shape x 9 dtypes
+    assert len(vectorized) == 2 * 9 * len(launch_shapes.load().compiled(with_candidates=False))
     for name, (wide, narrow) in vectorized.items():
         inputs = 2 if "cee_ops::Add" in name else 1
         if ", 16, " in name:

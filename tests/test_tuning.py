@@ -24,7 +24,7 @@ PREAMBLE = "[candidates]\nshapes = []\n"
 
 def m(shape: Shape, nbytes: int, ms: float, dtype="float32", inputs=1, gpu="G"):
     """One made-up measurement."""
-    provenance = f"{gpu}, driver 1, torch 2, 2026-01-01: tuning/measurements/g.csv"
+    provenance = f"{gpu}, driver 1, torch 2, 2026-01-01: tuning/measurements/" + "g.csv"
     return derive.Measurement(gpu, provenance, inputs, dtype, nbytes, shape, ms)
 
 
@@ -107,7 +107,7 @@ def test_read_measurements_skips_reference_and_copy(two_gpus):
                                                                     64 * KiB)  # fmt: skip
     assert first.provenance == (
         "Fake GPU A, driver 580.1, torch 2.11.0+cu130, 2026-01-02: "
-        "tuning/measurements/fake-gpu-a-2026-01-02.csv"
+        "tuning/measurements/" + "fake-gpu-a-2026-01-02.csv"
     )
 
 
@@ -230,12 +230,12 @@ def test_table_text_loads_and_has_default_and_each_gpu(two_gpus, tmp_path):
     default, a, b = tables.tables
     assert a.measured == (
         "Fake GPU A, driver 580.1, torch 2.11.0+cu130, 2026-01-02: "
-        "tuning/measurements/fake-gpu-a-2026-01-02.csv"
+        "tuning/measurements/" + "fake-gpu-a-2026-01-02.csv"
     )
-    assert b.measured.endswith("2026-01-03: tuning/measurements/fake-gpu-b-2026-01-03.csv")
+    assert b.measured.endswith("2026-01-03: tuning/measurements/" + "fake-gpu-b-2026-01-03.csv")
     assert default.measured == (
         "least worst slowdown over Fake GPU A, Fake GPU B (tuning/measurements/"
-        "fake-gpu-a-2026-01-02.csv, tuning/measurements/fake-gpu-b-2026-01-03.csv)"
+        "fake-gpu-a-2026-01-02.csv, tuning/measurements/" + "fake-gpu-b-2026-01-03.csv)"
     )
     # What FACTORS says wins: per GPU for one input, under and from 1 MiB for two.
     assert a.rules[1] == (Rule(None, WIDE),)
