@@ -131,8 +131,7 @@ def _table(name: str, data: dict, where: str) -> GpuTable:
 
 
 def load(path: Path = TABLE_FILE) -> LaunchShapes:
-    where = path.name if path == TABLE_FILE else str(path)
-    where = f"tuning/{where}" if path == TABLE_FILE else where
+    where = "tuning/launch_shapes.toml" if path == TABLE_FILE else str(path)
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
