@@ -17,8 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.release  # builds with the dev tools (build, zig, NVRTC)
 # The build's inputs: a copy of these is a buildable tree.
-TREE = ("csrc", "ops", "buildtools", "src", "requirements", "setup.py", "pyproject.toml",
-        "README.md", "LICENSE", "MANIFEST.in")  # fmt: skip
+TREE = ("csrc", "ops", "tuning", "buildtools", "src", "requirements", "setup.py",
+        "pyproject.toml", "README.md", "LICENSE", "MANIFEST.in")  # fmt: skip
 
 
 def last_lines(stderr: str, lines: int) -> list[str]:
