@@ -137,9 +137,8 @@ def test_public_api():
 
 
 def test_wrapper_works_without_torch_private_apis(device):
-    # A torch without the private API of the fast path (a torch._C that lacks
-    # _AutoDispatchBelowAutograd) must still get correct results, and the same errors,
-    # through the public OpOverload.
+    # A torch without the private APIs of the fast path (a torch._C that lacks the dispatch
+    # key exclusion calls) must still get correct results, and the same errors,
     import types
 
     from cuda_ext_example import ops
@@ -152,9 +151,9 @@ def test_wrapper_works_without_torch_private_apis(device):
         wrapper(a, 1)
 
 
-def test_fast_path_needs_both_private_apis():
+def test_fast_path_needs_its_private_apis():
     from cuda_ext_example import ops
 
     overload = torch.ops.cuda_ext_example.my_add.default
-    assert ops._below_autograd(overload) is not None  # this torch has both
-    assert ops._below_autograd(object()) is None  # an OpOverload without `_op`
+    assert ops._below_autograd_api(overload) is not None  # this torch has all four
+    assert ops._below_autograd_api(object()) is None  # an OpOverload without `_op`
