@@ -23,7 +23,7 @@ from pathlib import Path
 
 from setuptools.command.build_ext import build_ext
 
-from . import config, cross, device_code, launch_shapes, nvrtc_fetch, ops, toolchain
+from . import config, cross, device_code, nvrtc_fetch, ops, toolchain
 
 CSRC = config.ROOT / "csrc"
 HOST_SOURCES = ("ops.cpp", "launcher.cpp")
@@ -120,11 +120,10 @@ def build_time(dirty: bool) -> int:
     return int(time.time()) if dirty else config.source_date_epoch()
 
 
-def _launch_shapes_record() -> dict:
-    tables = launch_shapes.load()
+def _launch_shapes_record(ew: ops.Elementwise) -> dict:
     return {
-        "compiled": [[s.access, s.block, s.per_thread] for s in ops.elementwise().vector_shapes],
-        "tables": {t.gpu: t.measured for t in tables.tables},
+        "compiled": [[s.access, s.block, s.per_thread] for s in ew.vector_shapes],
+        "tables": {t.gpu: t.measured for t in ew.launch_shapes.tables},
     }
 
 
@@ -132,13 +131,14 @@ def declared_record(cfg: config.BuildConfig) -> dict:
     """The record's fields that pyproject.toml and ops/*/ops.toml decide: what a wheel's
     record must say (the release gates compare it with these)."""
     compiler, compilers = device_code.compiler_names(device_code.targets_of(cfg))
+    ew = ops.elementwise()
     return {
         # make wheel ARCHS=...: a few SASS archs for the author's loop; the gates refuse it.
         "dev_build": cfg.dev_build,
-        "dtypes": [dtype.name for dtype in ops.elementwise().dtypes],
+        "dtypes": [dtype.name for dtype in ew.dtypes],
         # The launch shapes compiled in, and the GPUs with a measured table
         # (tuning/launch_shapes.toml; doctor says which one this GPU takes).
-        "launch_shapes": _launch_shapes_record(),
+        "launch_shapes": _launch_shapes_record(ew),
         # The Python side (wrappers, fakes, autograd, torch.func, doctor) is built from these.
         "ops": [op.record() for op in ops.declared_ops()],
         "device_compiler": compiler,

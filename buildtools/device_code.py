@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import config, launch_shapes, nvrtc_fetch, ops
+from .c_source import c_string
 
 CSRC = config.ROOT / "csrc"
 # NVRTC's name for the generated program; errors in a rule read "ops/add/rule.h(12): ...".
@@ -330,10 +331,6 @@ def targets_of(cfg: config.BuildConfig) -> dict[str, str]:
     return {target: cfg.cuda_of(target) for target in cfg.targets}
 
 
-def _c_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def generated_header(code: DeviceCode, arch_summary: str, cfg: config.BuildConfig) -> str:
     """cee_generated.h: the op table the host code is built from (launcher, ops.cpp,
     harness), from the same declarations the device code was compiled from."""
@@ -347,17 +344,17 @@ def generated_header(code: DeviceCode, arch_summary: str, cfg: config.BuildConfi
         "// do not edit.",
         "#pragma once",
         '#include "op_table.h"',
-        f"#define CEE_DEVICE_CODE {_c_string(f'{arch_summary} ({code.compiler})')}",
-        f"#define CEE_MIN_DRIVER {_c_string(cfg.min_driver)}",
-        f"#define CEE_MIN_DRIVER_CUDA {_c_string(cfg.min_driver_cuda)}",
+        f"#define CEE_DEVICE_CODE {c_string(f'{arch_summary} ({code.compiler})')}",
+        f"#define CEE_MIN_DRIVER {c_string(cfg.min_driver)}",
+        f"#define CEE_MIN_DRIVER_CUDA {c_string(cfg.min_driver_cuda)}",
         f"#define CEE_MIN_DRIVER_API {major * 1000 + minor * 10}",
         f"#define CEE_NUM_KERNELS {len(kernels)}",
         "// The kernel instances: name expression and NVRTC's lowered name, by index.",
         "static const char* const cee_kernel_expressions[CEE_NUM_KERNELS] = {",
-        *(f"    {_c_string(k.expression)}," for k in kernels),
+        *(f"    {c_string(k.expression)}," for k in kernels),
         "};",
         "static const char* const cee_kernel_names[CEE_NUM_KERNELS] = {",
-        *(f"    {_c_string(code.lowered[k.expression])}," for k in kernels),
+        *(f"    {c_string(code.lowered[k.expression])}," for k in kernels),
         "};",
         "// X(id, NVRTC type, bytes, torch ScalarType, torch name)",
         "#define CEE_FOR_EACH_DTYPE(X) \\",
@@ -373,7 +370,7 @@ def generated_header(code: DeviceCode, arch_summary: str, cfg: config.BuildConfi
         + ", ".join(str(d.size) for d in ew.dtypes)
         + "};",
         f"#define CEE_SIMPLE_BLOCK {ew.simple_block}",
-        *launch_shapes.c_tables(launch_shapes.load(), ew.vector_shapes),
+        *launch_shapes.c_tables(ew.launch_shapes, ew.vector_shapes),
         *(f'#include "{h}"' for h in sorted({op.rule_header for op in declared})),
         "#ifndef CEE_NAMESPACE_STR",
         '#define CEE_NAMESPACE_STR "cuda_ext_example"',
@@ -384,11 +381,11 @@ def generated_header(code: DeviceCode, arch_summary: str, cfg: config.BuildConfi
         for index, k in enumerate(kernels):
             if k.op == op.name:
                 table[k.slot * len(ew.dtypes) + dtype_index[k.dtype.name]] = index
-        inputs = ", ".join(_c_string(i) for i in op.inputs)
+        inputs = ", ".join(c_string(i) for i in op.inputs)
         lines += [
             f"static const int cee_kernels_{op.name}[] = {{{', '.join(map(str, table))}}};",
             f"static const char* const cee_inputs_{op.name}[] = {{{inputs}}};",
-            f"static const cee::OpInfo cee_op_{op.name} = {{{_c_string(op.name)}, "
+            f"static const cee::OpInfo cee_op_{op.name} = {{{c_string(op.name)}, "
             f'CEE_NAMESPACE_STR ".{op.name}", cee_inputs_{op.name}, {len(op.inputs)}, '
             f"{'true' if op.kernel == 'vectorized' else 'false'}, cee_kernels_{op.name}}};",
         ]
@@ -396,7 +393,7 @@ def generated_header(code: DeviceCode, arch_summary: str, cfg: config.BuildConfi
         "// X(name, rule, arity, schema)",
         "#define CEE_FOR_EACH_OP(X) \\",
         *(
-            f"  X({op.name}, cee_ops::{op.rule}, {len(op.inputs)}, {_c_string(op.schema)}) \\"
+            f"  X({op.name}, cee_ops::{op.rule}, {len(op.inputs)}, {c_string(op.schema)}) \\"
             for op in declared
         ),
         "",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import config
+from .c_source import c_string
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,22 +51,38 @@ class Rule:
     shape: Shape
 
 
+ANY_ELEMENT = 0  # a list for every element size (`inputs-N = [...]`)
+ELEMENT_BYTES = (1, 2, 4, 8)  # the element sizes of the core's dtypes
+
+
+def _nearest_listed(listed, wanted: int) -> int:
+    """The largest key listed up to `wanted`, else the smallest listed."""
+    below = sorted(k for k in listed if k <= wanted)
+    return below[-1] if below else min(listed)
+
+
 @dataclass(frozen=True)
 class GpuTable:
     gpu: str  # the driver's device name, or "default"
     measured: str  # provenance: which GPU, driver, torch, date, measurement file
-    rules: dict[int, tuple[Rule, ...]]  # number of inputs -> rules, first fitting wins
+    # number of inputs -> element bytes (ANY_ELEMENT: any) -> rules, first fitting wins
+    rules: dict[int, dict[int, tuple[Rule, ...]]]
 
-    def rules_for(self, inputs: int) -> tuple[Rule, ...]:
-        """The list for `inputs` inputs, or that of the largest number listed below it."""
-        listed = sorted(n for n in self.rules if n <= inputs) or sorted(self.rules)
-        return self.rules[listed[-1]]
+    def rules_for(self, inputs: int, element_bytes: int) -> tuple[Rule, ...]:
+        """The list for `inputs` inputs of `element_bytes`-byte elements: for the number of
+        inputs and then the element size, the largest listed up to it, else the smallest
+        (a 1-byte dtype takes the 2-byte list, an 8-byte one the 4-byte list)."""
+        by_element = self.rules[_nearest_listed(self.rules, inputs)]
+        return by_element[_nearest_listed(by_element, element_bytes)]
 
-    def shape_for(self, inputs: int, nbytes: int) -> Shape:
-        for rule in self.rules_for(inputs):
+    def shape_for(self, inputs: int, element_bytes: int, nbytes: int) -> Shape:
+        for rule in self.rules_for(inputs, element_bytes):
             if rule.up_to_bytes is None or nbytes <= rule.up_to_bytes:
                 return rule.shape
         raise AssertionError("the last rule takes any size")  # checked on load
+
+    def every_rule(self) -> list[Rule]:
+        return [rule for lists in self.rules.values() for rules in lists.values() for rule in rules]
 
 
 @dataclass(frozen=True)
@@ -78,7 +95,7 @@ class LaunchShapes:
         build, every candidate)."""
         if with_candidates is None:
             with_candidates = os.environ.get("CEE_TUNING_CANDIDATES", "") == "1"
-        named = {rule.shape for t in self.tables for rules in t.rules.values() for rule in rules}
+        named = {rule.shape for table in self.tables for rule in table.every_rule()}
         return tuple(sorted(named | (set(self.candidates) if with_candidates else set())))
 
 
@@ -116,15 +133,26 @@ def _rules(where: str, rows: list) -> tuple[Rule, ...]:
 
 
 def _table(name: str, data: dict, where: str) -> GpuTable:
-    rules = {}
-    for key, rows in data.items():
+    rules: dict[int, dict[int, tuple[Rule, ...]]] = {}
+    for key, value in data.items():
         if key == "measured":
             continue
         n = key.removeprefix("inputs-")
         if not key.startswith("inputs-") or not n.isdigit() or not 1 <= int(n) <= MAX_INPUTS:
             raise LaunchShapeError(f"{where}: unknown key {key!r}; inputs-1 .. inputs-{MAX_INPUTS}"
                                    " or measured")  # fmt: skip
-        rules[int(n)] = _rules(f"{where} {key}", rows)
+        if isinstance(value, list):  # inputs-N = [...]: any element size
+            rules[int(n)] = {ANY_ELEMENT: _rules(f"{where} {key}", value)}
+            continue
+        rules[int(n)] = {}
+        for element, rows in value.items():  # inputs-N.element-E = [...]
+            e = element.removeprefix("element-")
+            if not element.startswith("element-") or not e.isdigit() or int(e) not in ELEMENT_BYTES:
+                raise LaunchShapeError(f"{where}: unknown key {key}.{element}; {key}.element-E "
+                                       f"with E one of {ELEMENT_BYTES} (bytes)")  # fmt: skip
+            rules[int(n)][int(e)] = _rules(f"{where} {key}.{element}", rows)
+        if not rules[int(n)]:
+            raise LaunchShapeError(f"{where}: {key} lists nothing")
     if not rules:
         raise LaunchShapeError(f"{where}: no inputs-N list")
     return GpuTable(name, str(data.get("measured", "")), rules)
@@ -151,13 +179,10 @@ def load(path: Path = TABLE_FILE) -> LaunchShapes:
     return LaunchShapes(candidates, tuple(tables))
 
 
-def _c_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def c_tables(shapes: LaunchShapes, compiled: tuple[Shape, ...]) -> list[str]:
     """The generated header's lines: the compiled shapes and the per-GPU rule lists, each
-    rule naming its shape by index into cee_vector_shapes."""
+    rule naming its shape by index into cee_vector_shapes, one list per number of inputs
+    and element size (resolved here, so the launcher only indexes)."""
     index = {shape: i for i, shape in enumerate(compiled)}
     lines = [
         f"#define CEE_NUM_VECTOR_SHAPES {len(compiled)}",
@@ -166,18 +191,27 @@ def c_tables(shapes: LaunchShapes, compiled: tuple[Shape, ...]) -> list[str]:
         "};",
         f"#define CEE_MAX_INPUTS {MAX_INPUTS}",
     ]
+    lines += [
+        f"#define CEE_NUM_ELEMENT_SIZES {len(ELEMENT_BYTES)}",
+        "static const int cee_element_bytes[CEE_NUM_ELEMENT_SIZES] = {"
+        + ", ".join(map(str, ELEMENT_BYTES))
+        + "};",
+    ]
     entries = []
     for t, table in enumerate(shapes.tables):
         lists = []
         for inputs in range(1, MAX_INPUTS + 1):
-            name = f"cee_shape_rules_{t}_{inputs}"
-            rows = ", ".join(
-                f"{{{-1 if r.up_to_bytes is None else r.up_to_bytes}, {index[r.shape]}}}"
-                for r in table.rules_for(inputs)
-            )
-            lines.append(f"static const cee::ShapeRule {name}[] = {{{rows}}};")
-            lists.append(name)
-        entries.append(f"    {{{_c_string(table.gpu)}, {{{', '.join(lists)}}}}},")
+            names = []
+            for element in ELEMENT_BYTES:
+                name = f"cee_shape_rules_{t}_{inputs}_{element}"
+                rows = ", ".join(
+                    f"{{{-1 if r.up_to_bytes is None else r.up_to_bytes}, {index[r.shape]}}}"
+                    for r in table.rules_for(inputs, element)
+                )
+                lines.append(f"static const cee::ShapeRule {name}[] = {{{rows}}};")
+                names.append(name)
+            lists.append("{" + ", ".join(names) + "}")
+        entries.append(f"    {{{c_string(table.gpu)}, {{{', '.join(lists)}}}}},")
     lines += [
         "// The first table is the default (any GPU not listed by name).",
         f"#define CEE_NUM_LAUNCH_TABLES {len(shapes.tables)}",

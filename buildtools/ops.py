@@ -68,7 +68,11 @@ class Elementwise:
 
     dtypes: tuple[Dtype, ...]
     simple_block: int
-    vector_shapes: tuple[launch_shapes.Shape, ...]
+    launch_shapes: launch_shapes.LaunchShapes  # read once, with the dtypes
+
+    @property
+    def vector_shapes(self) -> tuple[launch_shapes.Shape, ...]:
+        return self.launch_shapes.compiled()
 
 
 @dataclass(frozen=True)
@@ -108,8 +112,8 @@ def elementwise(pyproject: Path = config.ROOT / "pyproject.toml") -> Elementwise
         raise OpDeclarationError(
             f"pyproject.toml elementwise dtypes: {unknown} unknown; known: {sorted(DTYPES)}"
         )
-    shapes = launch_shapes.load().compiled()
-    return Elementwise(tuple(DTYPES[d] for d in table["dtypes"]), table["simple-block"], shapes)
+    dtypes = tuple(DTYPES[d] for d in table["dtypes"])
+    return Elementwise(dtypes, table["simple-block"], launch_shapes.load())
 
 
 # What a declaration may say (a misspelt or misplaced key is refused, not ignored).

@@ -27,11 +27,28 @@ inline int launch_table_for(const char* gpu_name) {
   return 0;
 }
 
+static_assert(CEE_MAX_INPUTS == 3 && CEE_NUM_ELEMENT_SIZES == 4,
+              "LaunchTable.rules (op_table.h) is sized for these");
+
+// The index of an element size in cee_element_bytes: the largest listed up to
+// it (every dtype of the core has a listed size).
+inline int element_size_index(int element_bytes) {
+  int i = 0;
+  while (i + 1 < CEE_NUM_ELEMENT_SIZES &&
+         cee_element_bytes[i + 1] <= element_bytes)
+    ++i;
+  return i;
+}
+
 // The vector shape (index into cee_vector_shapes) a table gives an op of
-// `inputs` inputs whose tensors are `bytes` bytes each. A pure function of the
-// table and the sizes: tests call it through the Python module with no GPU.
-inline int choose_vector_shape(int table, int inputs, int64_t bytes) {
-  const ShapeRule* rule = cee_launch_tables[table].rules[inputs - 1];
+// `inputs` inputs of `element_bytes`-byte elements whose tensors are `bytes`
+// bytes each. A pure function of the table and the sizes: tests call it
+// through the Python module with no GPU.
+inline int choose_vector_shape(int table, int inputs, int element_bytes,
+                               int64_t bytes) {
+  const ShapeRule* rule =
+      cee_launch_tables[table]
+          .rules[inputs - 1][element_size_index(element_bytes)];
   while (rule->up_to_bytes >= 0 && bytes > rule->up_to_bytes) ++rule;
   return rule->shape;
 }
@@ -66,8 +83,9 @@ inline int pick_slot(const OpInfo& op, int dtype, const void* const* in,
   if (!op.vectorized) return 0;
   int shape = forced_vector_shape().load(std::memory_order_relaxed);
   if (shape < 0)
-    shape = choose_vector_shape(launch_table_of_device(device), op.arity,
-                                n * cee_dtype_sizes[dtype]);
+    shape =
+        choose_vector_shape(launch_table_of_device(device), op.arity,
+                            cee_dtype_sizes[dtype], n * cee_dtype_sizes[dtype]);
   const int access = cee_vector_shapes[shape].access_bytes;
   bool ok = aligned_to(out, access);
   for (int k = 0; k < op.arity; ++k) ok = ok && aligned_to(in[k], access);

@@ -22,10 +22,11 @@ struct ShapeRule {
 };
 
 // The launch-shape table of one GPU (by the driver's device name; the first
-// table is the default): rules[inputs - 1], the first fitting rule wins.
+// table is the default): rules[inputs - 1][element size: 1, 2, 4, 8 bytes],
+// the first fitting rule wins.
 struct LaunchTable {
   const char* gpu;
-  const ShapeRule* rules[3];
+  const ShapeRule* rules[3][4];
 };
 
 // What the launcher passes as the kernels' first parameter, Inputs<T, N>: the

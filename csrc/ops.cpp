@@ -432,22 +432,25 @@ PyObject* py_vector_shapes(PyObject*, PyObject*) {
   return list;
 }
 
-// launch_shape(gpu_name, inputs, bytes_per_tensor) -> (table, shape index)
+// launch_shape(gpu_name, inputs, element_bytes, bytes_per_tensor)
+//   -> (table, shape index)
 PyObject* py_launch_shape(PyObject*, PyObject* args) {
   const char* gpu = nullptr;
-  int inputs = 0;
+  int inputs = 0, element_bytes = 0;
   long long bytes = 0;
-  if (!PyArg_ParseTuple(args, "siL", &gpu, &inputs, &bytes)) return nullptr;
-  if (inputs < 1 || inputs > CEE_MAX_INPUTS || bytes < 0) {
+  if (!PyArg_ParseTuple(args, "siiL", &gpu, &inputs, &element_bytes, &bytes))
+    return nullptr;
+  if (inputs < 1 || inputs > CEE_MAX_INPUTS || element_bytes < 1 || bytes < 0) {
     PyErr_Format(PyExc_ValueError,
-                 "launch_shape: inputs must be 1..%d and bytes >= 0, got %d, "
-                 "%lld",
-                 CEE_MAX_INPUTS, inputs, bytes);
+                 "launch_shape: inputs must be 1..%d, element_bytes >= 1 and "
+                 "bytes >= 0, got %d, %d, %lld",
+                 CEE_MAX_INPUTS, inputs, element_bytes, bytes);
     return nullptr;
   }
   const int table = cee::launch_table_for(gpu);
-  return Py_BuildValue("(si)", cee_launch_tables[table].gpu,
-                       cee::choose_vector_shape(table, inputs, bytes));
+  return Py_BuildValue(
+      "(si)", cee_launch_tables[table].gpu,
+      cee::choose_vector_shape(table, inputs, element_bytes, bytes));
 }
 
 // force_launch_shape(index): every vectorized launch of this process takes
@@ -470,8 +473,8 @@ PyMethodDef cee_methods[] = {
     {"vector_shapes", py_vector_shapes, METH_NOARGS,
      "The compiled launch shapes: [(access bytes, block, per thread), ...]"},
     {"launch_shape", py_launch_shape, METH_VARARGS,
-     "launch_shape(gpu_name, inputs, bytes_per_tensor) -> (table, shape "
-     "index): the shape the launcher takes"},
+     "launch_shape(gpu_name, inputs, element_bytes, bytes_per_tensor) -> "
+     "(table, shape index): the shape the launcher takes"},
     {"force_launch_shape", py_force_launch_shape, METH_VARARGS,
      "force_launch_shape(index): every vectorized launch takes this shape "
      "(-1: the per-GPU tables); for tuning and tests"},

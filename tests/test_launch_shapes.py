@@ -1,7 +1,7 @@
 """The per-GPU launch shapes (tuning/launch_shapes.toml): the compiled choice
 (csrc/elementwise_launch.h, through cuda_ext_example._C) is what the table says, for every
-table, number of inputs and size, with no GPU; on a GPU every compiled shape gives torch's
-answer bit for bit."""
+table, number of inputs, element size and tensor size, with no GPU; on a GPU every compiled
+shape gives torch's answer bit for bit."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from buildtools import launch_shapes
-from buildtools.launch_shapes import LaunchShapeError, Shape
+from buildtools.launch_shapes import LaunchShapeError, Rule, Shape
 from scripts.tune import derive
 
 TABLES = launch_shapes.load()
@@ -40,23 +40,39 @@ def test_the_wheel_compiles_every_shape_the_tables_name(compiled):
 
 @pytest.mark.parametrize("table", TABLES.tables, ids=[t.gpu for t in TABLES.tables])
 @pytest.mark.parametrize("inputs", [1, 2, 3])
-def test_compiled_choice_is_the_tables(compiled, table, inputs):
+@pytest.mark.parametrize("element_bytes", launch_shapes.ELEMENT_BYTES)
+def test_compiled_choice_is_the_tables(compiled, table, inputs, element_bytes):
     shapes = [Shape(*s) for s in compiled.vector_shapes()]
     gpu = table.gpu if table.gpu != launch_shapes.DEFAULT else "a GPU nobody measured"
-    for nbytes in sizes_around(table.rules_for(inputs)):
-        name, index = compiled.launch_shape(gpu, inputs, nbytes)
+    for nbytes in sizes_around(table.rules_for(inputs, element_bytes)):
+        name, index = compiled.launch_shape(gpu, inputs, element_bytes, nbytes)
         assert name == table.gpu
-        assert shapes[index] == table.shape_for(inputs, nbytes), (gpu, inputs, nbytes)
+        expected = table.shape_for(inputs, element_bytes, nbytes)
+        assert shapes[index] == expected, (gpu, inputs, element_bytes, nbytes)
 
 
-def test_three_inputs_take_the_largest_listed_count():
+def test_the_measured_tables_differ_by_element_size():
+    """float32 and bfloat16 want different shapes (tuning/measurements): were the lists not
+    told apart by element size, the test above could not tell a launcher that ignores it."""
     table = TABLES.tables[0]
-    assert table.rules_for(3) == table.rules[max(table.rules)]
+    assert table.rules_for(2, 2) != table.rules_for(2, 4)
+
+
+def test_unlisted_counts_and_sizes_take_the_nearest_listed_below():
+    table = launch_shapes.GpuTable("t", "", {
+        1: {2: (Rule(None, Shape(16, 128, 1)),), 4: (Rule(None, Shape(16, 256, 1)),)},
+        2: {launch_shapes.ANY_ELEMENT: (Rule(None, Shape(8, 256, 1)),)},
+    })  # fmt: skip
+    assert table.rules_for(3, 4) == table.rules[2][launch_shapes.ANY_ELEMENT]  # 3 inputs: 2's
+    assert table.rules_for(1, 8) == table.rules[1][4]  # 8-byte elements: the 4-byte list
+    assert table.rules_for(1, 1) == table.rules[1][2]  # 1-byte: none below, the smallest
 
 
 def test_bad_arguments_are_refused(compiled):
     with pytest.raises(ValueError, match="inputs must be 1..3"):
-        compiled.launch_shape("x", 4, 10)
+        compiled.launch_shape("x", 4, 4, 10)
+    with pytest.raises(ValueError, match="element_bytes >= 1"):
+        compiled.launch_shape("x", 1, 0, 10)
     with pytest.raises(ValueError, match="not a compiled shape"):
         compiled.force_launch_shape(len(compiled.vector_shapes()))
 
@@ -71,6 +87,10 @@ def test_bad_arguments_are_refused(compiled):
         ("[default]\ninputs-1 = [{access = 4, block = 256, per-thread = 1}]\n", "access = 4"),
         ("[default]\ninputs-1 = [{access = 16, block = 100, per-thread = 1}]\n", "block 100"),
         ("[default]\ninputs-9 = [{access = 16, block = 256, per-thread = 1}]\n", "inputs-9"),
+        ("[default]\ninputs-1.element-3 = [{access = 16, block = 256, per-thread = 1}]\n",
+         "inputs-1.element-3"),
+        ("[default]\ninputs-1.bytes-4 = [{access = 16, block = 256, per-thread = 1}]\n",
+         "inputs-1.bytes-4"),
         ("[default]\ninputs-1 = [{up-to-bytes = 9, access = 16, block = 256, per-thread = 1},\n"
          "  {up-to-bytes = 8, access = 8, block = 256, per-thread = 1},\n"
          "  {access = 8, block = 256, per-thread = 1}]\n", "must increase"),

@@ -5,28 +5,42 @@ numbers.
 A shape's slowdown in a cell (GPU, inputs, dtype, size) is its time over the fastest shape's
 there. First the few shapes the wheel will carry are picked (MAX_SHAPES, greedily: each the one
 that most lowers the sum, over the cells of >= 1 MiB, of the log of the best slowdown left):
-every shape costs kernels, wheel bytes and first-call time. Then, per GPU and number of inputs,
-each measured size
-takes the carried shape whose worst slowdown over the dtypes is least; a size keeps the shape of
-the size below it when that one is within TOLERANCE of the best there, so the noise of a
-few-microsecond kernel does not split the table into slivers. Neighbouring sizes with one shape
-merge into one rule, up to the largest size measured. [default] is the same choice with the worst
-slowdown taken over every measured GPU too.
+every shape costs kernels, wheel bytes and first-call time. Then, per GPU, number of inputs and
+element size (the best shape differs between float32 and bfloat16), each measured size takes
+the carried shape whose worst slowdown over the dtypes of that size is least; a size keeps the
+shape of the size below it when that one is within the cell's own round-to-round spread of the
+best there (at most MAX_TOLERANCE), so noise does not split the table into slivers while a
+steady 1% is not given away where the cells are steady. Neighbouring sizes with one shape
+merge into one rule, up to the largest size measured; an inputs-N whose element sizes all got
+the same rules is written once.
+[default] is the same choice with the worst slowdown taken over every measured GPU too.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildtools.launch_shapes import DEFAULT, TABLE_FILE, LaunchShapeError, Rule, Shape, load
+from buildtools.launch_shapes import (
+    ANY_ELEMENT,
+    DEFAULT,
+    TABLE_FILE,
+    LaunchShapeError,
+    Rule,
+    Shape,
+    load,
+)
+from buildtools.ops import DTYPES
 
-TOLERANCE = 1.02  # a shape within 2% of the best counts as the best (cells' spread: 1-5%)
 MAX_SHAPES = 5
+# A size keeps the shape below it within the cell's spread, but never one more than 2% slower
+# (a few-microsecond cell's spread, 5-15%, would keep anything).
+MAX_TOLERANCE = 0.02
 # The carried shapes are picked on the bandwidth-bound sizes (>= 1 MiB per tensor): below it a
 # kernel takes a few microseconds and a cell's spread (5-15%) is larger than any shape's effect.
 PICK_FROM_BYTES = 2**20
@@ -42,6 +56,11 @@ class Measurement:
     nbytes: int
     shape: Shape
     ms: float
+    spread: float = 0.0  # (slowest - fastest round) / median, as a fraction
+
+    @property
+    def element_bytes(self) -> int:
+        return DTYPES[self.dtype].size
 
 
 def parse_shape(label: str) -> Shape:
@@ -63,33 +82,46 @@ def read_measurements(path: Path) -> list[Measurement]:
         )
         shape, ms = parse_shape(row["shape"]), float(row["ms"])
         out.append(Measurement(row["gpu"], provenance, int(row["inputs"]), row["dtype"],
-                               int(row["bytes"]), shape, ms))  # fmt: skip
+                               int(row["bytes"]), shape, ms,
+                               float(row["spread_pct"]) / 100))  # fmt: skip
     return out
+
+
+@dataclass
+class Cell:
+    """One size's choice: shape -> its worst slowdown against the fastest measured shape,
+    and the largest round-to-round spread of the measurements behind it."""
+
+    worst: dict[Shape, float]
+    spread: float
 
 
 def slowdowns(
     measurements: list[Measurement], allowed: set[Shape] | None = None, per_gpu: bool = False
-) -> dict[tuple, dict[Shape, float]]:
-    """(inputs, bytes) (with per_gpu: (gpu, inputs, bytes)) -> shape -> its worst slowdown over
-    the GPUs and dtypes measured there, against the fastest of every measured shape."""
-    cells: dict[tuple, dict[Shape, float]] = defaultdict(dict)
+) -> dict[tuple, Cell]:
+    """(inputs, element bytes, bytes) (with per_gpu: (gpu, inputs, element bytes, bytes)) ->
+    each shape's worst slowdown over the GPUs and dtypes measured there."""
+    cells: dict[tuple, dict[Shape, Measurement]] = defaultdict(dict)
     for m in measurements:
-        cells[(m.gpu, m.inputs, m.dtype, m.nbytes)][m.shape] = m.ms
-    worst: dict[tuple, dict[Shape, float]] = defaultdict(dict)
-    for (gpu, inputs, _, nbytes), times in cells.items():
-        best = min(times.values())
-        key = (gpu, inputs, nbytes) if per_gpu else (inputs, nbytes)
-        for shape, ms in times.items():
+        cells[(m.gpu, m.inputs, m.dtype, m.nbytes)][m.shape] = m
+    out: dict[tuple, Cell] = {}
+    for (gpu, inputs, dtype, nbytes), times in cells.items():
+        best = min(m.ms for m in times.values())
+        key = (inputs, DTYPES[dtype].size, nbytes)
+        cell = out.setdefault((gpu, *key) if per_gpu else key, Cell({}, 0.0))
+        for shape, m in times.items():
+            cell.spread = max(cell.spread, m.spread)
             if allowed is None or shape in allowed:
-                worst[key][shape] = max(worst[key].get(shape, 0.0), ms / best)
-    return worst
+                cell.worst[shape] = max(cell.worst.get(shape, 0.0), m.ms / best)
+    return out
 
 
 def carried_shapes(measurements: list[Measurement], count: int = MAX_SHAPES) -> set[Shape]:
     """The `count` shapes that together leave the least total log-slowdown over every cell."""
     cells = [
-        w for key, w in slowdowns(measurements, per_gpu=True).items() if key[2] >= PICK_FROM_BYTES
-    ]
+        c.worst for key, c in slowdowns(measurements, per_gpu=True).items()
+        if key[-1] >= PICK_FROM_BYTES
+    ]  # fmt: skip
     shapes = sorted({m.shape for m in measurements})
     chosen: set[Shape] = set()
 
@@ -103,15 +135,21 @@ def carried_shapes(measurements: list[Measurement], count: int = MAX_SHAPES) -> 
     return chosen
 
 
-def choose(worst: dict[Shape, float], previous: Shape | None) -> Shape:
+def choose(cell: Cell, previous: Shape | None) -> Shape:
+    worst = cell.worst
     best = min(worst, key=lambda s: (worst[s], s))
-    if previous in worst and worst[previous] <= worst[best] * TOLERANCE:
+    if previous in worst and worst[previous] <= worst[best] * (1 + min(cell.spread, MAX_TOLERANCE)):
         return previous
     return best
 
 
-def rules(measurements: list[Measurement], inputs: int, carried: set[Shape]) -> tuple[Rule, ...]:
-    by_size = {nb: w for (n, nb), w in slowdowns(measurements, carried).items() if n == inputs}
+def rules(
+    measurements: list[Measurement], inputs: int, element_bytes: int, carried: set[Shape]
+) -> tuple[Rule, ...]:
+    by_size = {
+        nb: cell for (n, e, nb), cell in slowdowns(measurements, carried).items()
+        if (n, e) == (inputs, element_bytes)
+    }  # fmt: skip
     chosen: list[tuple[int, Shape]] = []
     previous = None
     for nbytes in sorted(by_size):
@@ -126,6 +164,19 @@ def rules(measurements: list[Measurement], inputs: int, carried: set[Shape]) -> 
     return tuple(merged)
 
 
+def tables(
+    measurements: list[Measurement], carried: set[Shape]
+) -> dict[int, dict[int, tuple[Rule, ...]]]:
+    """inputs -> element bytes -> rules; one list (ANY_ELEMENT) where every size agrees."""
+    out: dict[int, dict[int, tuple[Rule, ...]]] = {}
+    for inputs in sorted({m.inputs for m in measurements}):
+        elements = sorted({m.element_bytes for m in measurements if m.inputs == inputs})
+        by_element = {e: rules(measurements, inputs, e, carried) for e in elements}
+        same = len(set(by_element.values())) == 1
+        out[inputs] = {ANY_ELEMENT: by_element[elements[0]]} if same else by_element
+    return out
+
+
 def _rule_rows(rules_: tuple[Rule, ...]) -> str:
     rows = []
     for r in rules_:
@@ -136,15 +187,17 @@ def _rule_rows(rules_: tuple[Rule, ...]) -> str:
     return "\n".join(rows)
 
 
-def _table_text(header: str, measured: str, tables: dict[int, tuple[Rule, ...]]) -> str:
+def _table_text(header: str, measured: str, lists: dict[int, dict[int, tuple[Rule, ...]]]) -> str:
     lines = [header, f"measured = {_toml_string(measured)}"]
-    for inputs, rules_ in sorted(tables.items()):
-        lines += [f"inputs-{inputs} = [", _rule_rows(rules_), "]"]
+    for inputs, by_element in sorted(lists.items()):
+        for element, rules_ in sorted(by_element.items()):
+            key = f"inputs-{inputs}" + ("" if element == ANY_ELEMENT else f".element-{element}")
+            lines += [f"{key} = [", _rule_rows(rules_), "]"]
     return "\n".join(lines) + "\n"
 
 
 def _toml_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return json.dumps(text)  # a JSON string is a TOML basic string (same escapes)
 
 
 def _preamble(path: Path) -> str:
@@ -159,18 +212,16 @@ def _preamble(path: Path) -> str:
 
 def table_text(measurements: list[Measurement], preamble: str) -> str:
     gpus = sorted({m.gpu for m in measurements})
-    inputs = sorted({m.inputs for m in measurements})
     sources = sorted({m.provenance.split(": ")[1] for m in measurements})
     parts = [preamble]
     carried = carried_shapes(measurements)
-    default = {n: rules(measurements, n, carried) for n in inputs}
     parts.append(_table_text(f"\n[{DEFAULT}]", "least worst slowdown over " + ", ".join(gpus)
-                             + " (" + ", ".join(sources) + ")", default))  # fmt: skip
+                             + " (" + ", ".join(sources) + ")",
+                             tables(measurements, carried)))  # fmt: skip
     for gpu in gpus:
         mine = [m for m in measurements if m.gpu == gpu]
         provenance = "; ".join(sorted({m.provenance for m in mine}))
-        tables = {n: rules(mine, n, carried) for n in inputs}
-        parts.append(_table_text(f"\n[gpu.{_toml_string(gpu)}]", provenance, tables))
+        parts.append(_table_text(f"\n[gpu.{_toml_string(gpu)}]", provenance, tables(mine, carried)))
     return "".join(parts)
 
 
@@ -197,8 +248,8 @@ def write_table(paths: list[Path], path: Path = TABLE_FILE, check: bool = False)
         print(f"{path.name} {'matches' if same else 'differs from'} the measurements")
         return 0 if same else 1
     path.write_text(text)
-    tables = load(path)  # what the build will read: refuse to leave a table it cannot use
-    shapes = tables.compiled(with_candidates=False)
-    print(f"wrote {path}: {len(tables.tables)} tables, {len(shapes)} shapes compiled: "
+    written = load(path)  # what the build will read: refuse to leave a table it cannot use
+    shapes = written.compiled(with_candidates=False)
+    print(f"wrote {path}: {len(written.tables)} tables, {len(shapes)} shapes compiled: "
           + ", ".join(map(str, shapes)))  # fmt: skip
     return 0
