@@ -11,7 +11,16 @@ import pytest
 import torch
 
 from cuda_ext_example import BUILD_INFO, OP_NAMES
-from cuda_ext_example.doctor import FAIL, OK, WARN, Environment, Gpu, judge, judge_gpu
+from cuda_ext_example.doctor import (
+    FAIL,
+    OK,
+    WARN,
+    Environment,
+    Gpu,
+    judge,
+    judge_gpu,
+    judge_launch_shapes,
+)
 
 SASS = BUILD_INFO["sass_archs"]
 
@@ -35,7 +44,22 @@ def levels(findings, topic_start: str) -> list[str]:
 def test_healthy_machine_has_no_problem():
     findings = judge(env(), BUILD_INFO)
     assert FAIL not in [f.level for f in findings]
-    assert levels(findings, "cuda:0") == [OK]
+    assert levels(findings, "cuda:0") == [OK, OK]  # its code, its launch shapes
+
+
+def test_launch_shapes_say_which_table_a_gpu_takes():
+    tables = BUILD_INFO["launch_shapes"]["tables"]  # what this wheel was built with
+    measured = next(name for name in tables if name != "default")
+    finding = judge_launch_shapes(Gpu(1, measured, (9, 0)), tables)
+    assert (finding.level, finding.topic) == (OK, "cuda:1 launch shapes")
+    assert finding.message == f"measured on this GPU ({tables[measured]})"
+    other = judge_launch_shapes(Gpu(0, "NVIDIA GeForce RTX 4090", (8, 9)), tables)
+    assert other.message.startswith("the default table: no table was measured on a NVIDIA "
+                                    "GeForce RTX 4090")  # fmt: skip
+    assert measured in other.message and "python -m scripts.tune measure" in other.message
+    # judge() asks it for every GPU, by the name torch reports.
+    findings = judge(env(gpus=[Gpu(0, measured, (9, 0))]), BUILD_INFO)
+    assert [f.message for f in findings if f.topic == "cuda:0 launch shapes"] == [finding.message]
 
 
 def test_old_torch_fails_with_the_version_needed():
@@ -64,7 +88,7 @@ def test_cuda_12_drivers_below_580_run_every_sass_gpu(driver):
     gpus = [Gpu(0, "Tesla T4", (7, 5)), Gpu(1, "NVIDIA A100", (8, 0)), Gpu(2, "H100", (9, 0))]
     findings = judge(env(driver=driver, gpus=gpus), BUILD_INFO)
     assert FAIL not in [f.level for f in findings]
-    assert levels(findings, "cuda:") == [OK, OK, OK]
+    assert levels(findings, "cuda:") == [OK] * 6  # each GPU's code and launch shapes
     # Only the PTX path (a GPU newer than the wheel) would need CUDA 12.9's driver.
     (warning,) = [f for f in findings if f.topic == "driver" and f.level == WARN]
     assert "CUDA 12.9 PTX" in warning.message

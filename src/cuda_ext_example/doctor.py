@@ -100,6 +100,22 @@ def judge_gpu(
     )
 
 
+def judge_launch_shapes(gpu: Gpu, tables: dict[str, str]) -> Finding:
+    """Which launch-shape table the vectorized kernels take on this GPU: its own, measured
+    (looked up by the name the driver reports, as torch prints it), or the default (correct,
+    and the least worst over the measured GPUs, but not tuned for this one)."""
+    label = f"cuda:{gpu.index} launch shapes"
+    if gpu.name in tables:
+        return Finding(OK, label, f"measured on this GPU ({tables[gpu.name]})")
+    measured = ", ".join(name for name in tables if name != "default") or "none"
+    return Finding(
+        OK,
+        label,
+        f"the default table: no table was measured on a {gpu.name} (measured: {measured}). A "
+        "checkout's `make tune-wheel` then `python -m scripts.tune measure` on this GPU make one",
+    )
+
+
 def judge(env: Environment, record: dict) -> list[Finding]:
     """Every finding about this machine against the wheel's build record (pure)."""
     findings = []
@@ -125,6 +141,8 @@ def judge(env: Environment, record: dict) -> list[Finding]:
                 record.get("device_cuda"),
             )
         )
+        if "launch_shapes" in record:
+            findings.append(judge_launch_shapes(gpu, record["launch_shapes"]["tables"]))
     return findings
 
 
