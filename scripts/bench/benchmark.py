@@ -89,6 +89,18 @@ def parse_dtypes(text: str) -> list[str]:
     return list(dict.fromkeys(dtypes))
 
 
+def add_run_options(parser: argparse.ArgumentParser, quick: str, compile_dynamic: str) -> None:
+    """The options every benchmark command shares (this one and scripts.bench.square)."""
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("build/results"),
+        help="directory for the .md/.csv/.png (default build/results)",
+    )
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--compile-dynamic", action="store_true", help=compile_dynamic)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="GB/s of my_add / my_fast_add vs torch.add, torch.compile and Triton.",
@@ -106,23 +118,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=list(DTYPE_BYTES),
         help=f"comma-separated (default {','.join(DTYPE_BYTES)})",
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=Path("build/results"),
-        help="directory for the .md/.csv/.png (default build/results)",
-    )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="every 4th size and shorter do_bench runs: a smoke run, not a result",
-    )
-    parser.add_argument(
-        "--compile-dynamic",
-        action="store_true",
-        help="compile torch.add once per dtype with dynamic shapes instead of once per "
-        "(size, dtype) with static shapes (faster to run, but Inductor's kernel then cannot "
-        "assume the size is a multiple of 16 and may lose vectorized loads)",
+    add_run_options(
+        parser,
+        quick="every 4th size and shorter do_bench runs: a smoke run, not a result",
+        compile_dynamic="compile torch.add once per dtype with dynamic shapes instead of once "
+        "per (size, dtype) with static shapes (faster to run, but Inductor's kernel then "
+        "cannot assume the size is a multiple of 16 and may lose vectorized loads)",
     )
     args = parser.parse_args(argv)
     if args.sizes is None:

@@ -431,6 +431,12 @@ def write_csv(rows: Sequence[Row], path: Path) -> None:
             )
 
 
+def header(benchmark: str, meta: dict[str, str]) -> list[str]:
+    """A report's title and its versions (GPU, driver, torch, ...), one bullet each."""
+    out = [f"# cuda_ext_example {benchmark} benchmark: {meta.get('GPU', 'unknown GPU')}", ""]
+    return out + [f"- **{key}**: {value}" for key, value in meta.items()]
+
+
 def render_markdown(
     meta: dict[str, str],
     rows: Sequence[Row],
@@ -441,8 +447,7 @@ def render_markdown(
 ) -> str:
     """The report: versions, roofline, targets, host times, then one GB/s table per dtype."""
     records = [row.record for row in rows]
-    out = [f"# cuda_ext_example add benchmark: {meta.get('GPU', 'unknown GPU')}", ""]
-    out += [f"- **{key}**: {value}" for key, value in meta.items()]
+    out = header("add", meta)
     out += [
         "",
         f"Copy roofline: **{roofline_gbps:.1f} GB/s** (`dst.copy_(src)` of 1 GiB, bytes read "

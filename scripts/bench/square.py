@@ -250,8 +250,7 @@ def render_markdown(
     roofline_gbps: float,
     plot_name: str | None = None,
 ) -> str:
-    out = [f"# cuda_ext_example square benchmark: {meta.get('GPU', 'unknown GPU')}", ""]
-    out += [f"- **{key}**: {value}" for key, value in meta.items()]
+    out = report.header("square", meta)
     out += [
         "",
         f"A ({ROWS}, N) {DTYPE} matrix squared by each implementation (a new output each "
@@ -314,21 +313,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help=f"log2 of N, e.g. 7-15 or 8,12 (default {DEFAULT_COLS}; {QUICK_COLS} with --quick)",
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=Path("build/results"),
-        help="directory for the .md/.csv/.png (default build/results)",
-    )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="three sizes, one round, shorter do_bench runs: a smoke run, not a result",
-    )
-    parser.add_argument(
-        "--compile-dynamic",
-        action="store_true",
-        help="compile torch.square once with dynamic shapes instead of once per N",
+    benchmark.add_run_options(
+        parser,
+        quick="three sizes, one round, shorter do_bench runs: a smoke run, not a result",
+        compile_dynamic="compile torch.square once with dynamic shapes instead of once per N",
     )
     args = parser.parse_args(argv)
     if args.cols is None:
