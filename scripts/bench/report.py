@@ -313,9 +313,14 @@ def evaluate_targets(
                     out[f"{dtype} 2^{k}"] = max(ours.record.spread_pct, theirs.spread_pct)
         return out
 
-    def eager_record(size: int, dtype: str) -> Record | None:
-        row = index.get((size, dtype, "torch.add"))
-        return row.record if row else None
+    def records_of(impl: str) -> Callable[[int, str], Record | None]:
+        """(size, dtype) -> impl's record there, or None."""
+
+        def record(size: int, dtype: str) -> Record | None:
+            row = index.get((size, dtype, impl))
+            return row.record if row else None
+
+        return record
 
     dtypes = " and ".join(TARGET_DTYPES)
     first, last = PEER_TARGET_LOG2[0], PEER_TARGET_LOG2[-1]
@@ -334,7 +339,7 @@ def evaluate_targets(
             f"GB/s >= {EAGER_TARGET_RATIO:.2f}x torch.add at 2^{first}..2^{last}, {dtypes}",
             _ratio_cells(index, EAGER_TARGET_LOG2, TARGET_DTYPES, vs_torch_add),
             EAGER_TARGET_RATIO,
-            spread_vs(eager_record, EAGER_TARGET_LOG2),
+            spread_vs(records_of("torch.add"), EAGER_TARGET_LOG2),
         )
     )
     first, last = COPY_TARGET_LOG2[0], COPY_TARGET_LOG2[-1]
@@ -345,10 +350,6 @@ def evaluate_targets(
             return math.inf  # the copy is no faster than torch.add here: nothing to meet
         return index[size, dtype, "my_fast_add"].record.gbps / copy.record.gbps
 
-    def copy_record(size: int, dtype: str) -> Record | None:
-        row = index.get((size, dtype, COPY))
-        return row.record if row else None
-
     cells = {k: v for k, v in _ratio_cells(index, COPY_TARGET_LOG2, TARGET_DTYPES, vs_copy).items()
              if v != math.inf}  # fmt: skip
     targets.append(
@@ -357,7 +358,7 @@ def evaluate_targets(
             f"torch.add, 2^{first}..2^{last}, {dtypes}",
             cells,
             COPY_TARGET_RATIO,
-            spread_vs(copy_record, COPY_TARGET_LOG2),
+            spread_vs(records_of(COPY), COPY_TARGET_LOG2),
         )
     )
     targets.append(_roofline_target(index, roofline_gbps))
