@@ -112,16 +112,16 @@ def measure(out_dir: Path, quick: bool = False) -> int:
             for dtype in DTYPES:
                 for log2 in QUICK_LOG2_BYTES if quick else LOG2_BYTES:
                     times = time_cell(op, dtype, 2**log2, compiled, settings)
-                    best = min(statistics.median(t) for t in times.values())
+                    medians = {label: statistics.median(s) for label, s in times.items()}
                     for label, samples in times.items():
-                        ms = statistics.median(samples)
+                        ms = medians[label]
                         spread = (max(samples) - min(samples)) / ms * 100
                         writer.writerow([gpu, facts["driver"], torch.__version__, f"{now:%Y-%m-%d}",
                                          inputs, op["name"], dtype, 2**log2, label, f"{ms:.6f}",
                                          f"{spread:.2f}"])  # fmt: skip
-                    winner = min(times, key=lambda k: statistics.median(times[k]))
+                    winner = min(medians, key=medians.__getitem__)
                     print(f"  {op['name']:<12} {dtype:<9} 2^{log2} B  best {winner:<14} "
-                          f"{best * 1e3:9.2f} us", flush=True)  # fmt: skip
+                          f"{medians[winner] * 1e3:9.2f} us", flush=True)  # fmt: skip
                     torch.cuda.empty_cache()
     print(f"wrote {path}")
     return 0
