@@ -487,9 +487,15 @@ def test_rounds_are_interleaved_and_summarised(monkeypatch):
 
     monkeypatch.setattr(benchmark, "bench_ms", fake_bench_ms)
     settings = benchmark.Settings(1, 1, 0, 0, False, rounds=3)
-    impls = {"x": lambda a, b: "x", "y": lambda a, b: "y"}
-    times = benchmark.time_rounds(impls, None, None, settings)
+    fresh = []
+
+    def round_impls():  # what each round gets: calls bound to fresh inputs
+        fresh.append(len(calls))
+        return {"x": lambda: "x", "y": lambda: "y"}
+
+    times = benchmark.time_rounds(round_impls, settings)
     assert calls == ["x", "y"] * 3  # round-robin, not one block per implementation
+    assert fresh == [0, 2, 4]  # new inputs before each round, not one allocation for all
     record = report.record_from_rounds(2**20, "float32", "x", times["x"])
     assert record.ms == 2.0 and record.spread_pct == pytest.approx(100.0)
     assert record.gbps == pytest.approx(report.traffic_gbps(2**20, "float32", 2.0))

@@ -224,14 +224,14 @@ def make_inputs(n: int, dtype: str):
     return one(), one()
 
 
-def size_matched_copy(a) -> Callable:
+def size_matched_copy(a) -> Callable[[], object]:
     """A device-to-device copy moving what an add of a's size moves: 1.5n elements read and
     1.5n written (report.COPY, the size-matched bandwidth bar)."""
     import torch
 
     src = torch.empty(3 * a.numel() // 2, dtype=a.dtype, device=a.device)
     dst = torch.empty_like(src)
-    return lambda _a, _b: dst.copy_(src)
+    return functools.partial(dst.copy_, src)
 
 
 def check_outputs(impls: dict[str, Callable], a, b, label: str) -> None:
@@ -251,14 +251,29 @@ def check_outputs(impls: dict[str, Callable], a, b, label: str) -> None:
             raise SystemExit(f"FAIL {name} {label}: {bad} elements differ from torch.add")
 
 
-def time_rounds(impls: dict[str, Callable], a, b, settings: Settings) -> dict[str, list[float]]:
-    """name -> do_bench ms of fn(a, b), one per round. Round-robin: clock or thermal drift
-    during a cell then hits every implementation alike, not just one."""
-    times: dict[str, list[float]] = {name: [] for name in impls}
+def time_rounds(round_impls: Callable[[], dict[str, Callable[[], object]]], settings: Settings):
+    """name -> do_bench ms of each call round_impls() returns, one per round. Each round
+    calls round_impls() for calls on freshly allocated tensors: at 4-64 MiB a kernel's time
+    moves by several percent with where its buffers landed, and one allocation must not
+    decide a cell. Round-robin within a round: clock or thermal drift during a cell then
+    hits every implementation alike, not just one."""
+    times: dict[str, list[float]] = {}
     for _ in range(settings.rounds):
-        for name, fn in impls.items():
-            times[name].append(bench_ms(functools.partial(fn, a, b), settings))
+        for name, call in round_impls().items():
+            times.setdefault(name, []).append(bench_ms(call, settings))
     return times
+
+
+def add_round(impls: dict[str, Callable], n: int, dtype: str) -> Callable[[], dict]:
+    """round_impls for time_rounds: every fn(a, b) of impls and the size-matched copy, on
+    fresh inputs of n elements."""
+
+    def calls() -> dict[str, Callable[[], object]]:
+        a, b = make_inputs(n, dtype)
+        bound = {name: functools.partial(fn, a, b) for name, fn in impls.items()}
+        return {**bound, COPY: size_matched_copy(a)}
+
+    return calls
 
 
 def run_cells(sizes: Sequence[int], dtypes: Sequence[str], settings: Settings) -> list[Record]:
@@ -271,10 +286,8 @@ def run_cells(sizes: Sequence[int], dtypes: Sequence[str], settings: Settings) -
         for k in sizes:
             n = 2**k
             label = f"2^{k} {dtype}"
-            a, b = make_inputs(n, dtype)
-            check_outputs(impls, a, b, label)  # also compiles torch.compile for this shape
-            times = time_rounds({**impls, COPY: size_matched_copy(a)}, a, b, settings)
-            for name, samples in times.items():
+            check_outputs(impls, *make_inputs(n, dtype), label)  # also compiles torch.compile
+            for name, samples in time_rounds(add_round(impls, n, dtype), settings).items():
                 record = record_from_rounds(n, dtype, name, samples)
                 records.append(record)
                 print(
@@ -283,8 +296,7 @@ def run_cells(sizes: Sequence[int], dtypes: Sequence[str], settings: Settings) -
                     file=sys.stderr,
                     flush=True,
                 )
-            del a, b
-        torch.cuda.empty_cache()
+            torch.cuda.empty_cache()
     return records
 
 

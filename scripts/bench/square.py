@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -396,20 +397,28 @@ def check_outputs(impls: dict[str, Callable], x, label: str) -> None:
             )
 
 
+def fresh_input(cols: int):
+    import torch
+
+    return torch.randn(ROWS, cols, dtype=torch.float32, device=benchmark.DEVICE)
+
+
 def run_cells(
     cols_log2: Sequence[int], impls: dict[str, Callable], settings: benchmark.Settings
 ) -> list[Record]:
     import torch
 
-    # benchmark.time_rounds times fn(a, b); the square takes x alone.
-    binary = {name: (lambda x, _unused, fn=fn: fn(x)) for name, fn in impls.items()}
     records = []
     for k in cols_log2:
         cols = 2**k
         label = f"({ROWS}, 2^{k}) {DTYPE}"
-        x = torch.randn(ROWS, cols, dtype=torch.float32, device=benchmark.DEVICE)
-        check_outputs(impls, x, label)  # also compiles torch.compile's kernel for this N
-        for name, samples in benchmark.time_rounds(binary, x, None, settings).items():
+        check_outputs(impls, fresh_input(cols), label)  # also compiles torch.compile's kernel
+
+        def round_impls(cols=cols):
+            x = fresh_input(cols)
+            return {name: functools.partial(fn, x) for name, fn in impls.items()}
+
+        for name, samples in benchmark.time_rounds(round_impls, settings).items():
             record = record_for(cols, name, samples)
             records.append(record)
             print(
@@ -418,7 +427,6 @@ def run_cells(
                 file=sys.stderr,
                 flush=True,
             )
-        del x
         torch.cuda.empty_cache()
     return records
 

@@ -116,10 +116,10 @@ def main() -> int:
         del impls["my_add"]
         impls.update(variant_impls(args.lib, dtype, args.variants))
         for k in args.sizes:
-            a, b = benchmark.make_inputs(2**k, dtype)
-            benchmark.check_outputs(impls, a, b, f"2^{k} {dtype}")
+            benchmark.check_outputs(impls, *benchmark.make_inputs(2**k, dtype), f"2^{k} {dtype}")
             line = []
-            for name, samples in benchmark.time_rounds(impls, a, b, settings).items():
+            rounds = benchmark.add_round(impls, 2**k, dtype)
+            for name, samples in benchmark.time_rounds(rounds, settings).items():
                 r = record_from_rounds(2**k, dtype, name, samples)
                 rows.append(
                     {
@@ -133,7 +133,6 @@ def main() -> int:
                 )
                 line.append(f"{name}={r.gbps:.0f}±{r.spread_pct:.1f}%")
             print(f"{dtype} 2^{k}: " + " ".join(line), flush=True)
-            del a, b
         torch.cuda.empty_cache()
     with args.out.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -1,4 +1,5 @@
-"""python -m scripts.tune measure [--out DIR] [--quick]   on a GPU, with a tuning wheel
+"""python -m scripts.tune measure [--out DIR] [--quick] [--rounds N]
+                                                      on a GPU, with a tuning wheel
                                                       (make tune-wheel) installed
 python -m scripts.tune table [MEASUREMENTS...]        here: rewrites
                                                       tuning/launch_shapes.toml
@@ -25,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("measure", help="time every compiled launch shape on this GPU")
     m.add_argument("--out", type=Path, default=MEASUREMENTS, help=f"default: {MEASUREMENTS}")
     m.add_argument("--quick", action="store_true", help="few sizes, one round (a dry run)")
+    m.add_argument("--rounds", type=int, default=None, help="rounds per cell (default: 5)")
     t = sub.add_parser("table", help="derive tuning/launch_shapes.toml from measurements")
     t.add_argument("csv", nargs="*", type=Path, help=f"default: every {MEASUREMENTS}/*.csv")
     t.add_argument(
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "measure":
         from .measure import measure
 
-        return measure(args.out, quick=args.quick)
+        return measure(args.out, quick=args.quick, rounds=args.rounds)
     from .derive import write_table
 
     return write_table(args.csv or sorted(MEASUREMENTS.glob("*.csv")), TABLE_FILE, args.check)

@@ -3,9 +3,9 @@ inputs the declared ops have, in float32 and bfloat16, at tensor sizes of 64 KiB
 next to the op's torch reference and a copy that moves the same bytes, for context.
 
 Method (scripts/bench/benchmark.py's): triton.testing.do_bench (CUDA events, L2 flushed
-before each call, median), the shapes interleaved in rounds, the median round kept. Each
-shape is forced through cuda_ext_example._C.force_launch_shape, and its output is checked
-against the reference before it is timed.
+before each call, median), the shapes interleaved in rounds, each round on fresh tensors, the
+median round kept. Each shape is forced through cuda_ext_example._C.force_launch_shape, and
+its output is checked against the reference before it is timed.
 
 Writes <out>/<gpu-slug>-<date>.csv, one row per (op, dtype, bytes, shape), with the GPU,
 driver, torch and date on every row (the table's provenance).
@@ -31,6 +31,9 @@ DTYPES = ("float32", "bfloat16")
 LOG2_BYTES = range(16, 31)  # bytes of one tensor: 64 KiB .. 1 GiB
 QUICK_LOG2_BYTES = (16, 22, 28)
 REFERENCE, COPY = "reference", "copy"
+# Rounds per cell: the 2026-11-23 tables, from 3 rounds on one allocation, picked shapes at
+# 4-64 MiB on differences smaller than the spread between processes.
+ROUNDS = 5
 
 
 def vectorized_ops() -> dict[int, dict]:
@@ -45,7 +48,11 @@ def vectorized_ops() -> dict[int, dict]:
 
 
 def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: Settings):
-    """{shape label: [ms per round]} for one op, dtype and size."""
+    """{shape label: [ms per round]} for one op, dtype and size.
+
+    Each round runs on freshly allocated tensors: at 4-64 MiB per tensor a kernel's time
+    depends on where its buffers landed by several percent, more than most shapes differ,
+    so one allocation must not decide a cell. The shapes are interleaved within a round."""
     import torch
 
     from cuda_ext_example import _C
@@ -55,33 +62,35 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
     reference = reference_of(op)
     torch_dtype = getattr(torch, dtype)
     n = nbytes // torch_dtype.itemsize
-    inputs = [torch.randn(n, device="cuda", dtype=torch_dtype) for _ in op["inputs"]]
-    # A copy that moves what the op moves: (inputs + 1) tensors of n elements.
-    copy_n = (len(inputs) + 1) * n // 2
-    src = torch.empty(copy_n, device="cuda", dtype=torch_dtype)
-    dst = torch.empty_like(src)
-    expected = reference(*inputs)
-    impls = {}
-    for i, shape in enumerate(shapes):
-        _C.force_launch_shape(i)
-        if not torch.equal(run(*inputs), expected):
-            raise SystemExit(f"shape {shape} of {op['name']} {dtype} n={n} differs from "
-                             f"{op['reference']}")  # fmt: skip
-        impls[str(shape)] = (i, functools.partial(run, *inputs))
-    impls[REFERENCE] = (-1, functools.partial(reference, *inputs))
-    impls[COPY] = (-1, functools.partial(dst.copy_, src))
-    times: dict[str, list[float]] = {label: [] for label in impls}
+    labels = [str(shape) for shape in shapes] + [REFERENCE, COPY]
+    times: dict[str, list[float]] = {label: [] for label in labels}
     try:
-        for _ in range(settings.rounds):
+        for round_ in range(settings.rounds):
+            inputs = [torch.randn(n, device="cuda", dtype=torch_dtype) for _ in op["inputs"]]
+            # A copy that moves what the op moves: (inputs + 1) tensors of n elements.
+            src = torch.empty((len(inputs) + 1) * n // 2, device="cuda", dtype=torch_dtype)
+            dst = torch.empty_like(src)
+            impls = {str(s): (i, functools.partial(run, *inputs)) for i, s in enumerate(shapes)}
+            impls[REFERENCE] = (-1, functools.partial(reference, *inputs))
+            impls[COPY] = (-1, functools.partial(dst.copy_, src))
+            if round_ == 0:
+                expected = reference(*inputs)
+                for label, (index, fn) in impls.items():
+                    _C.force_launch_shape(index)
+                    if index >= 0 and not torch.equal(fn(), expected):
+                        raise SystemExit(f"shape {label} of {op['name']} {dtype} n={n} differs "
+                                         f"from {op['reference']}")  # fmt: skip
+                del expected
             for label, (index, fn) in impls.items():
                 _C.force_launch_shape(index)
                 times[label].append(bench_ms(fn, settings))
+            del inputs, src, dst, impls
     finally:
         _C.force_launch_shape(-1)
     return times
 
 
-def measure(out_dir: Path, quick: bool = False) -> int:
+def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> int:
     import torch
 
     if not torch.cuda.is_available():
@@ -101,7 +110,7 @@ def measure(out_dir: Path, quick: bool = False) -> int:
     now = datetime.now(timezone.utc)
     facts = machine_facts(now)
     gpu = torch.cuda.get_device_name()
-    settings = Settings(5, 25, 0, 0, False, rounds=1 if quick else 3)
+    settings = Settings(5, 20, 0, 0, False, rounds=1 if quick else rounds or ROUNDS)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{slug(gpu)}-{now:%Y-%m-%d}.csv"
     print("\n".join(f"{k}: {v}" for k, v in facts.items()), flush=True)
