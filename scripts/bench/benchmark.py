@@ -141,7 +141,7 @@ class Settings:
     host_calls: int
     host_repeats: int
     compile_dynamic: bool
-    rounds: int = 3  # interleaved do_bench rounds per cell; the median is reported
+    rounds: int = 5  # do_bench rounds per cell, each on fresh tensors; the median is reported
 
 
 def settings_for(args: argparse.Namespace) -> Settings:
