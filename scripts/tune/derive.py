@@ -38,9 +38,9 @@ from buildtools.launch_shapes import (
 from buildtools.ops import DTYPES
 
 MAX_SHAPES = 5
-# A size keeps the shape below it within the cell's spread, but never one more than 2% slower
+# A size keeps the shape below it within the cell's spread, but never one more than 0.5% slower
 # (a few-microsecond cell's spread, 5-15%, would keep anything).
-MAX_TOLERANCE = 0.02
+MAX_TOLERANCE = 0.005
 # The carried shapes are picked on the bandwidth-bound sizes (>= 1 MiB per tensor): below it a
 # kernel takes a few microseconds and a cell's spread (5-15%) is larger than any shape's effect.
 PICK_FROM_BYTES = 2**20
