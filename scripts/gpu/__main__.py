@@ -67,11 +67,18 @@ def cmd_suite(args) -> int:
     # -P: keep the source tree's cwd off sys.path; pytest adds the root for scripts/.
     code = log.run(
         "pytest",
-        [sys.executable, "-P", "-m", "pytest", "tests", "-p", "no:cacheprovider", "-rs",
-         "--durations=20", "-m", "not release", *args.pytest_args],
+        [sys.executable, "-P", "-m", "pytest", *pytest_targets(args.pytest_args), "-p",
+         "no:cacheprovider", "-rs", "--durations=20", "-m", "not release", *args.pytest_args],
         env=env, cwd=ROOT,
     )  # fmt: skip
     return code
+
+
+def pytest_targets(pytest_args: list[str]) -> list[str]:
+    """["tests"] unless the pytest arguments name tests of their own (a file, a folder or a
+    node id), which then run alone instead of next to the whole suite."""
+    named = [a for a in pytest_args if (ROOT / a.split("::")[0]).exists() and a.startswith("tests")]
+    return [] if named else ["tests"]
 
 
 def cmd_tools(args) -> int:
