@@ -12,4 +12,4 @@ def test_named_tests_run_alone():
     # Before, the named files ran next to the whole tree: `-- tests/test_wheel.py` ran all.
     assert pytest_targets(["tests/test_wheel.py", "tests/test_inspect.py"]) == []
     assert pytest_targets(["tests/test_wheel.py::test_wheel_size", "-x"]) == []
-    assert pytest_targets(["tests/no_such_file.py"]) == ["tests"]
+    assert pytest_targets(["nowhere/test_wheel.py"]) == ["tests"]  # not a file here

@@ -253,10 +253,10 @@ def check_outputs(impls: dict[str, Callable], a, b, label: str) -> None:
 
 def time_rounds(round_impls: Callable[[], dict[str, Callable[[], object]]], settings: Settings):
     """name -> do_bench ms of each call round_impls() returns, one per round. Each round
-    calls round_impls() for calls on freshly allocated tensors: at 4-64 MiB a kernel's time
-    moves by several percent with where its buffers landed, and one allocation must not
-    decide a cell. Round-robin within a round: clock or thermal drift during a cell then
-    hits every implementation alike, not just one."""
+    calls round_impls() for calls on freshly allocated tensors, so a cell samples where its
+    buffers land instead of resting on one allocation (benchmarks/NOTES.md change 19: about
+    one point of spread at 1-16 MiB). Round-robin within a round: clock or thermal drift
+    during a cell then hits every implementation alike, not just one."""
     times: dict[str, list[float]] = {}
     for _ in range(settings.rounds):
         for name, call in round_impls().items():
@@ -360,7 +360,8 @@ def collect_meta(now: datetime, settings: Settings) -> dict[str, str]:
     return {
         **machine_facts(now),
         "settings": f"do_bench warmup={settings.warmup_ms} ms rep={settings.rep_ms} ms "
-        f"(median); host: best of {settings.host_repeats} interleaved rounds of "
+        f"(median of {settings.rounds} interleaved rounds, each on fresh tensors); host: best "
+        f"of {settings.host_repeats} interleaved rounds of "
         f"{settings.host_calls} calls; "
         f"torch.compile {compile_mode}",
     }

@@ -31,8 +31,8 @@ DTYPES = ("float32", "bfloat16")
 LOG2_BYTES = range(16, 31)  # bytes of one tensor: 64 KiB .. 1 GiB
 QUICK_LOG2_BYTES = (16, 22, 28)
 REFERENCE, COPY = "reference", "copy"
-# Rounds per cell: the 2026-11-23 tables, from 3 rounds on one allocation, picked shapes at
-# 4-64 MiB on differences smaller than the spread between processes.
+# Rounds per cell (3 before 2026-11-23's third pass): at 1-16 MiB per tensor the shapes
+# differ by less than the rounds spread, so more rounds steady the medians.
 ROUNDS = 5
 
 
@@ -50,9 +50,9 @@ def vectorized_ops() -> dict[int, dict]:
 def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: Settings):
     """{shape label: [ms per round]} for one op, dtype and size.
 
-    Each round runs on freshly allocated tensors: at 4-64 MiB per tensor a kernel's time
-    depends on where its buffers landed by several percent, more than most shapes differ,
-    so one allocation must not decide a cell. The shapes are interleaved within a round."""
+    Each round runs on freshly allocated tensors, so a cell samples where its buffers land
+    instead of resting on one allocation; the shapes are interleaved within a round. At
+    1-16 MiB per tensor the rounds still spread 4-12% (benchmarks/NOTES.md change 19)."""
     import torch
 
     from cuda_ext_example import _C
