@@ -224,12 +224,13 @@ def make_inputs(n: int, dtype: str):
     return one(), one()
 
 
-def size_matched_copy(a) -> Callable[[], object]:
-    """A device-to-device copy moving what an add of a's size moves: 1.5n elements read and
-    1.5n written (report.COPY, the size-matched bandwidth bar)."""
+def size_matched_copy(a, tensors: int = 3) -> Callable[[], object]:
+    """A device-to-device copy moving what an op over `tensors` tensors of a's size moves
+    (inputs and output; an add's 3: 1.5n elements read and 1.5n written): report.COPY, the
+    size-matched bandwidth bar."""
     import torch
 
-    src = torch.empty(3 * a.numel() // 2, dtype=a.dtype, device=a.device)
+    src = torch.empty(tensors * a.numel() // 2, dtype=a.dtype, device=a.device)
     dst = torch.empty_like(src)
     return functools.partial(dst.copy_, src)
 

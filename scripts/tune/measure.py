@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from buildtools.launch_shapes import Shape, load
-from scripts.bench.benchmark import Settings, bench_ms
+from scripts.bench.benchmark import Settings, bench_ms, size_matched_copy
 from scripts.bench.report import slug
 from scripts.gpu.facts import machine_facts
 
@@ -67,12 +67,10 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
     try:
         for round_ in range(settings.rounds):
             inputs = [torch.randn(n, device="cuda", dtype=torch_dtype) for _ in op["inputs"]]
-            # A copy that moves what the op moves: (inputs + 1) tensors of n elements.
-            src = torch.empty((len(inputs) + 1) * n // 2, device="cuda", dtype=torch_dtype)
-            dst = torch.empty_like(src)
             impls = {str(s): (i, functools.partial(run, *inputs)) for i, s in enumerate(shapes)}
             impls[REFERENCE] = (-1, functools.partial(reference, *inputs))
-            impls[COPY] = (-1, functools.partial(dst.copy_, src))
+            # A copy that moves what the op moves: its inputs and its output.
+            impls[COPY] = (-1, size_matched_copy(inputs[0], len(inputs) + 1))
             if round_ == 0:
                 expected = reference(*inputs)
                 for label, (index, fn) in impls.items():
@@ -84,7 +82,7 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
             for label, (index, fn) in impls.items():
                 _C.force_launch_shape(index)
                 times[label].append(bench_ms(fn, settings))
-            del inputs, src, dst, impls
+            del inputs, impls
     finally:
         _C.force_launch_shape(-1)
     return times
