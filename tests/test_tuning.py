@@ -12,6 +12,7 @@ import pytest
 from buildtools import launch_shapes
 from buildtools.launch_shapes import DEFAULT, Rule, Shape
 from scripts.tune import derive, measure
+from scripts.tune.__main__ import main as tune_main
 
 KiB, MiB = 2**10, 2**20
 WIDE = Shape(16, 256, 4)  # "16B x4 /256"
@@ -339,3 +340,13 @@ def test_latest_per_gpu_keeps_the_newest_date_of_each_gpu(tmp_path):
         assert {x.ms for x in kept if x.gpu == "Fake GPU A"} == {
             x.ms for x in derive.read_measurements(new_a)
         }
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "five"])
+def test_measure_refuses_a_round_count_it_cannot_use(bad, capsys):
+    # Before: 0 fell back to 5 silently and -2 ended in a traceback from median([]).
+    with pytest.raises(SystemExit) as exc:
+        tune_main(["measure", "--rounds", bad])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--rounds" in err and ("at least 1 round" in err or "not a whole number" in err)

@@ -108,7 +108,8 @@ def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> in
     now = datetime.now(timezone.utc)
     facts = machine_facts(now)
     gpu = torch.cuda.get_device_name()
-    settings = Settings(5, 20, 0, 0, False, rounds=1 if quick else rounds or ROUNDS)
+    rounds = 1 if quick else ROUNDS if rounds is None else rounds
+    settings = Settings(5, 20, 0, 0, False, rounds=rounds)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{slug(gpu)}-{now:%Y-%m-%d}.csv"
     print("\n".join(f"{k}: {v}" for k, v in facts.items()), flush=True)
