@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
-#include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
@@ -301,8 +300,12 @@ Tensor run_elementwise(const cee::OpInfo& op, Tensor (&in)[N]) {
   }
   if (!in[0].is_cuda())
     fail("the CUDA kernel got tensors on " + device_name(in[0].device()));
+  // No device guard: nothing here uses the current device. The allocations
+  // guard themselves (at::empty_strided, contiguous), the stream is asked for
+  // by index, and the launcher makes the device's primary context current
+  // only if it is not (csrc/launcher.cpp). A guard per call cost a guard
+  // object's create and destroy through the shim on every launch.
   const int32_t device = in[0].get_device_index();
-  torch::stable::accelerator::DeviceGuard guard(device);
   void* stream = nullptr;
   if (get_stream(device, &stream) != AOTI_TORCH_SUCCESS)
     fail("could not get torch's current CUDA stream for cuda:" +
