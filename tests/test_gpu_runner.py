@@ -1,6 +1,8 @@
-"""scripts/gpu/__main__.py, what a lent GPU machine runs: which tests `suite -- ARGS` runs."""
+"""scripts/gpu, what a lent GPU machine runs: which tests `suite -- ARGS` runs, and the
+facts its logs and benchmark files start with."""
 
 from scripts.gpu.__main__ import pytest_targets
+from scripts.gpu.facts import measured_gpu, package_line
 
 
 def test_suite_runs_every_test_unless_tests_are_named():
@@ -13,3 +15,21 @@ def test_named_tests_run_alone():
     assert pytest_targets(["tests/test_wheel.py", "tests/test_inspect.py"]) == []
     assert pytest_targets(["tests/test_wheel.py::test_wheel_size", "-x"]) == []
     assert pytest_targets(["nowhere/test_wheel.py"]) == ["tests"]  # not a file here
+
+
+def test_a_wheel_built_from_uncommitted_changes_says_so():
+    record = {"git_commit": "83ec0f08d2e0ffff", "device_compiler": "NVRTC 12.9"}
+    assert package_line("0.1.0", record) == "0.1.0 (83ec0f08d2e0, device code by NVRTC 12.9)"
+    dirty = package_line("0.1.0", dict(record, git_dirty=True))
+    assert dirty == "0.1.0 (83ec0f08d2e0+dirty, device code by NVRTC 12.9)"
+
+
+def test_a_benchmark_names_the_gpu_it_measured():
+    # On a 2x H200 machine the file was named nvidia-h200-nvidia-h200-DATE from the list.
+    machine = {"GPU": "NVIDIA H200, NVIDIA H100", "driver": "580"}
+    facts = measured_gpu(machine, ["NVIDIA H200", "NVIDIA H100"], 1)
+    assert facts["GPU"] == "NVIDIA H100"
+    assert facts["measured"] == "cuda:1 of 2 GPUs (NVIDIA H200, NVIDIA H100)"
+    assert machine["GPU"] == "NVIDIA H200, NVIDIA H100"  # the machine's facts stay as they were
+    one = measured_gpu({"GPU": "NVIDIA H100"}, ["NVIDIA H100"], 0)
+    assert one == {"GPU": "NVIDIA H100"}  # one GPU: no extra line

@@ -355,11 +355,11 @@ def run_coldstart() -> Target:
 
 
 def collect_meta(now: datetime, settings: Settings) -> dict[str, str]:
-    from scripts.gpu.facts import machine_facts
+    from scripts.gpu.facts import benchmark_facts
 
     compile_mode = "dynamic shapes" if settings.compile_dynamic else "static shapes, per size"
     return {
-        **machine_facts(now),
+        **benchmark_facts(now),
         "settings": f"do_bench warmup={settings.warmup_ms} ms rep={settings.rep_ms} ms "
         f"(median of {settings.rounds} interleaved rounds, each on fresh tensors); host: best "
         f"of {settings.host_repeats} interleaved rounds of "

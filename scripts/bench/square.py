@@ -454,11 +454,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     settings = benchmark.settings_for(args)
     now = datetime.now(timezone.utc)
-    from scripts.gpu.facts import machine_facts
+    from scripts.gpu.facts import benchmark_facts
 
     compile_mode = "dynamic shapes" if settings.compile_dynamic else "static shapes, per N"
     meta = {
-        **machine_facts(now),
+        **benchmark_facts(now),
         "settings": f"do_bench warmup={settings.warmup_ms} ms rep={settings.rep_ms} ms "
         f"(median), {settings.rounds} interleaved round(s); torch.compile {compile_mode}",
     }

@@ -50,14 +50,41 @@ def machine_facts(now: datetime | None = None) -> dict[str, str]:
         import cuda_ext_example
 
         record = getattr(cuda_ext_example, "BUILD_INFO", {})  # {}: not a built package
-        version = getattr(cuda_ext_example, "__version__", "?")
-        facts["cuda_ext_example"] = (
-            f"{version} ({record.get('git_commit', '?')[:12]}, "
-            f"device code by {record.get('device_compiler', '?')})"
+        facts["cuda_ext_example"] = package_line(
+            getattr(cuda_ext_example, "__version__", "?"), record
         )
     except ImportError as exc:
         facts["cuda_ext_example"] = f"not importable: {exc}"
     return facts
+
+
+def package_line(version: str, record: dict) -> str:
+    """'0.1.0 (83ec0f08d2e0+dirty, device code by ...)': a wheel built from uncommitted
+    changes says so, so no log credits a commit with code it did not have."""
+    commit = record.get("git_commit", "?")[:12] + ("+dirty" if record.get("git_dirty") else "")
+    return f"{version} ({commit}, device code by {record.get('device_compiler', '?')})"
+
+
+def measured_gpu(facts: dict[str, str], names: list[str], current: int) -> dict[str, str]:
+    """The facts of a run that measures one GPU, the current one: "GPU" names that GPU (a
+    benchmark's title and file names come from it), not every GPU of the machine."""
+    if not names:
+        return facts
+    facts = dict(facts, GPU=names[current])
+    if len(names) > 1:
+        facts["measured"] = f"cuda:{current} of {len(names)} GPUs ({', '.join(names)})"
+    return facts
+
+
+def benchmark_facts(now: datetime | None = None) -> dict[str, str]:
+    """machine_facts for a benchmark, which runs on the current CUDA device."""
+    import torch
+
+    facts = machine_facts(now)
+    if not torch.cuda.is_available():
+        return facts
+    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return measured_gpu(facts, names, torch.cuda.current_device())
 
 
 def header(now: datetime | None = None) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 from buildtools.launch_shapes import Shape, load
 from scripts.bench.benchmark import Settings, bench_ms, size_matched_copy
 from scripts.bench.report import slug
-from scripts.gpu.facts import machine_facts
+from scripts.gpu.facts import benchmark_facts
 
 COLUMNS = ("gpu", "driver", "torch", "date", "inputs", "op", "dtype", "bytes", "shape", "ms",
            "spread_pct")  # fmt: skip
@@ -106,7 +106,7 @@ def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> in
             file=sys.stderr,
         )
     now = datetime.now(timezone.utc)
-    facts = machine_facts(now)
+    facts = benchmark_facts(now)
     gpu = torch.cuda.get_device_name()
     rounds = 1 if quick else ROUNDS if rounds is None else rounds
     settings = Settings(5, 20, 0, 0, False, rounds=rounds)
