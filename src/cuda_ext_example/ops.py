@@ -73,7 +73,8 @@ def _check_types(op: dict, args: tuple, namespace: str = NAMESPACE) -> None:
 def _below_autograd_api(overload, torch_c=torch._C):
     """What the wrapper's fast path needs to call the op's C++ callable below autograd, by
     excluding autograd's dispatch key for this thread (what torch's AutoDispatchBelowAutograd
-    guard does, without a guard object per call: 0.4 us instead of 0.9-1.5): (the callable,
+    guard does, without a guard object per call, which costs more: scripts/bench/host_overhead.py
+    times both; benchmarks/NOTES.md change 20 says why not redispatch_boxed): (the callable,
     the key, the set and the test of its exclusion). None where this torch lacks those
     private APIs: then every call takes the public OpOverload, correct and only slower."""
     api = (
@@ -110,7 +111,8 @@ def make_wrapper(op: dict, namespace: str = NAMESPACE, torch_c=torch._C, functio
     checked only when the call fails: the dispatcher checks them.
 
     The fast path is written inline, with no helper calls and the checks ordered cheapest
-    first: each Python call costs 0.05-0.2 us, and the host target is 1.25x torch.add.
+    first: each Python-level step costs 0.05-0.15 us on the lent GPU hosts, and the host target
+    is 1.25x torch.add.
     """
     overload = getattr(getattr(torch.ops, namespace), op["name"]).default
     transformed = function.apply if function is not None else overload
