@@ -33,3 +33,20 @@ def test_a_benchmark_names_the_gpu_it_measured():
     assert machine["GPU"] == "NVIDIA H200, NVIDIA H100"  # the machine's facts stay as they were
     one = measured_gpu({"GPU": "NVIDIA H100"}, ["NVIDIA H100"], 0)
     assert one == {"GPU": "NVIDIA H100"}  # one GPU: no extra line
+
+
+def test_benchmark_facts_name_the_current_device(monkeypatch):
+    import torch
+
+    from scripts.gpu import facts
+
+    names = ["NVIDIA H200", "NVIDIA H100"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(names))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=None: names[i])
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(facts, "driver_version", lambda: "580")
+    assert facts.machine_facts()["GPU"] == "NVIDIA H200, NVIDIA H100"  # a log's header: all
+    measured = facts.benchmark_facts()
+    assert measured["GPU"] == "NVIDIA H100"
+    assert measured["measured"] == "cuda:1 of 2 GPUs (NVIDIA H200, NVIDIA H100)"

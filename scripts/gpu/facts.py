@@ -23,8 +23,9 @@ def driver_version() -> str:
         return "unknown (no nvidia-smi)"
 
 
-def machine_facts(now: datetime | None = None) -> dict[str, str]:
-    """Ordered facts for a log header; torch, Triton and the package where installed."""
+def machine_facts(now: datetime | None = None, measured: int | None = None) -> dict[str, str]:
+    """Ordered facts for a log header; torch, Triton and the package where installed.
+    `measured`: the CUDA device a benchmark runs on (see measured_gpu)."""
     now = now or datetime.now(timezone.utc)
     facts = {"date": now.strftime("%Y-%m-%d %H:%M UTC"), "python": platform.python_version()}
     try:
@@ -40,6 +41,8 @@ def machine_facts(now: datetime | None = None) -> dict[str, str]:
             "CUDA": str(torch.version.cuda),
         }
     )
+    if measured is not None:
+        facts = measured_gpu(facts, gpus, measured)
     try:
         import triton
 
@@ -80,11 +83,8 @@ def benchmark_facts(now: datetime | None = None) -> dict[str, str]:
     """machine_facts for a benchmark, which runs on the current CUDA device."""
     import torch
 
-    facts = machine_facts(now)
-    if not torch.cuda.is_available():
-        return facts
-    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    return measured_gpu(facts, names, torch.cuda.current_device())
+    current = torch.cuda.current_device() if torch.cuda.is_available() else None
+    return machine_facts(now, measured=current)
 
 
 def header(now: datetime | None = None) -> str:

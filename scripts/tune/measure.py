@@ -107,7 +107,7 @@ def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> in
         )
     now = datetime.now(timezone.utc)
     facts = benchmark_facts(now)
-    gpu = torch.cuda.get_device_name()
+    gpu = facts["GPU"]  # the GPU measured, the current device
     rounds = 1 if quick else ROUNDS if rounds is None else rounds
     settings = Settings(5, 20, 0, 0, False, rounds=rounds)
     out_dir.mkdir(parents=True, exist_ok=True)
