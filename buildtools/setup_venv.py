@@ -12,14 +12,21 @@ version check and its message instead of a SyntaxError.
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 PYPI = "https://pypi.org/simple/"
 SUPPORTED_CPUS = ("x86_64", "aarch64")
 # What a first set-up fetches, measured (README "Set-up"): the size tells a user on a slow
 # link what they are in for before pip's first progress line.
 FIRST_DOWNLOAD = "about 3.1 GB, 5.8 GB installed, mostly torch and its CUDA libraries"
+# Disk a first install needs, measured 2026-11-24 (PyPI, pip's cache off): the venv ends at
+# 5.8 GB, and pip keeps the downloaded wheels (3.0 GB) in its temporary directory until the
+# last package is installed. pip's cache, where it is on, stores the downloads once more.
+VENV_BYTES = 5.8e9
+DOWNLOAD_BYTES = 3.0e9
 
 
 def fail(message):
@@ -76,6 +83,32 @@ def check_pypi_reachable(timeout=15):
         )
 
 
+def space_needed(venv, temp_dir):
+    """What a first install needs on each disk: [(a path on it, bytes)], one per disk."""
+    needs = {}
+    for path, size in ((venv, VENV_BYTES), (temp_dir, DOWNLOAD_BYTES)):
+        path = os.path.abspath(path)
+        while not os.path.exists(path):  # the venv folder may not exist yet
+            path = os.path.dirname(path)
+        device = os.stat(path).st_dev
+        where, total = needs.get(device, (path, 0))
+        needs[device] = (where, total + size)
+    return list(needs.values())
+
+
+def free_space_problem(venv, temp_dir=None):
+    """Why a first install would fill a disk, in one line; None when there is room."""
+    for path, need in space_needed(venv, temp_dir or tempfile.gettempdir()):
+        free = shutil.disk_usage(path).free
+        if free < need:
+            return (
+                f"the first set-up needs about {need / 1e9:.1f} GB free on the disk of {path} "
+                f"(the venv, and pip's downloads until it is done); {free / 1e9:.1f} GB are "
+                "free. Free some space, or point TMPDIR at another disk, and run make again"
+            )
+    return None
+
+
 def create_venv(venv):
     python = os.path.join(venv, "bin", "python")
     if os.access(python, os.X_OK):
@@ -94,7 +127,9 @@ def create_venv(venv):
 # pip's words in its log -> what is wrong, in one line. First match wins: a dead network
 # also ends in 'no matching distribution', so it comes first.
 DIAGNOSES = [
-    (r"No space left on device", "the disk is full (the venv needs about 6 GB)"),
+    (r"No space left on device",
+     "the disk is full: the venv needs 5.8 GB, pip's downloads 3.0 GB more until it is "
+     "done, and pip's cache 3 GB more again (PIP_NO_CACHE_DIR=1 turns it off)"),
     (r"THESE PACKAGES DO NOT MATCH THE HASHES",
      "a file from your package index does not have the hash that {lock} pins (a mirror "
      "that rebuilt a file?): use PyPI (PIP_CONFIG_FILE=/dev/null PIP_INDEX_URL= make ...)"),
@@ -144,6 +179,10 @@ def main(argv):
     check_platform()
     venv, lock = argv[1], argv[2]
     log_path = argv[3] if len(argv) > 3 else os.path.join("build", "venv-setup.log")
+    if not os.path.exists(venv):  # a first install: will it fit? (not minutes into pip)
+        problem = free_space_problem(venv)
+        if problem:
+            fail(problem)
     python = create_venv(venv)
     if configured_index(python) is None:
         check_pypi_reachable()

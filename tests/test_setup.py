@@ -275,6 +275,35 @@ def test_setup_refuses_an_old_python_and_another_platform(monkeypatch, capsys):
     assert err.count("\n") == 1 and "this is Darwin arm64" in err
 
 
+def test_setup_counts_the_venv_and_the_downloads_on_each_disk(tmp_path):
+    (same_disk,) = setup_venv.space_needed(tmp_path / "venv", tmp_path)
+    assert same_disk == (str(tmp_path), setup_venv.VENV_BYTES + setup_venv.DOWNLOAD_BYTES)
+    other = Path("/dev/shm")
+    if other.is_dir() and other.stat().st_dev != tmp_path.stat().st_dev:
+        needs = setup_venv.space_needed(tmp_path / "venv", other)
+        assert needs == [
+            (str(tmp_path), setup_venv.VENV_BYTES),
+            (str(other), setup_venv.DOWNLOAD_BYTES),
+        ]
+
+
+def test_setup_refuses_a_disk_too_small_before_creating_anything(tmp_path, monkeypatch, capsys):
+    def usage(free):
+        return lambda path: shutil._ntuple_diskusage(100e9, 100e9 - free, free)
+
+    monkeypatch.setattr(setup_venv.shutil, "disk_usage", usage(100e9))
+    assert setup_venv.free_space_problem(tmp_path / "venv", tmp_path) is None
+    monkeypatch.setattr(setup_venv.shutil, "disk_usage", usage(4e9))
+    lock = tmp_path / "test.lock"
+    lock.write_text(f"tiny-thing==1.0 --hash=sha256:{'0' * 64}\n")
+    with pytest.raises(SystemExit):
+        setup_venv.main(["setup_venv.py", str(tmp_path / "venv"), str(lock)])
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err  # one line, before pip or venv ran
+    assert "needs about 8.8 GB free on the disk of" in err and "4.0 GB are free" in err
+    assert not (tmp_path / "venv").exists()
+
+
 def test_setup_script_parses_on_old_pythons():
     """The version check must be reachable: Python 3.6's grammar parses the whole file."""
     source = (ROOT / "buildtools" / "setup_venv.py").read_text()
