@@ -1,7 +1,9 @@
 """scripts/gpu, what a lent GPU machine runs: which tests `suite -- ARGS` runs, and the
 facts its logs and benchmark files start with."""
 
-from scripts.gpu.__main__ import pytest_targets
+import os
+
+from scripts.gpu.__main__ import missing_test_tools, pytest_targets
 from scripts.gpu.facts import measured_gpu, package_line
 
 
@@ -50,3 +52,10 @@ def test_benchmark_facts_name_the_current_device(monkeypatch):
     measured = facts.benchmark_facts()
     assert measured["GPU"] == "NVIDIA H100"
     assert measured["measured"] == "cuda:1 of 2 GPUs (NVIDIA H200, NVIDIA H100)"
+
+
+def test_suite_names_the_test_tools_a_machine_lacks():
+    env = dict(os.environ)
+    assert missing_test_tools(env) == []  # pyelftools is in the dev lock
+    tools = {"elftools": "pyelftools", "no_such_module_cee": "no-such-dist"}
+    assert missing_test_tools(env, tools) == ["no-such-dist"]

@@ -128,6 +128,13 @@ def test_tracked_results_stay_small():
     assert 0 < total <= 1_000_000, total
 
 
+def test_every_result_log_is_described_in_the_results_readme():
+    readme = (ROOT / "docs" / "results" / "README.md").read_text()
+    logs = sorted(p.name for p in (ROOT / "docs" / "results").glob("*.log"))
+    assert logs, "no result logs"
+    assert [name for name in logs if f"`{name}`" not in readme] == []
+
+
 # Files not read for path names: what other machines printed (their paths are that
 # machine's; results/README.md is ours and is read), and the locks (uv's text).
 PATH_SCAN_SKIP = re.compile(r"(docs|benchmarks)/results/(?!README\.md$)|requirements/[^/]+\.lock$")

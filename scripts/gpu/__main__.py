@@ -28,6 +28,9 @@ from buildtools.config import ROOT
 from .facts import Log, header
 
 EXTRA_WHEELS = ROOT / ".whl"
+# Modules the tests import that a lent GPU machine lacks (import name -> distribution): they
+# come from .whl/, and without them a whole suite run is spent on failures of one cause.
+TEST_TOOLS = {"elftools": "pyelftools"}
 
 
 def install_offline(wheels: list[Path]) -> str:
@@ -60,8 +63,29 @@ def facts_in(env: dict) -> str:
     ).stdout.strip()
 
 
+def missing_test_tools(env: dict, tools: dict[str, str] = TEST_TOOLS) -> list[str]:
+    """The distributions of `tools` whose module does not import in `env`."""
+    code = (
+        "import importlib.util, sys\n"
+        "print(*[m for m in sys.argv[1:] if importlib.util.find_spec(m) is None])"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code, *tools], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    return [tools[module] for module in run.stdout.split()]
+
+
 def cmd_suite(args) -> int:
     env = install(args.wheel)
+    missing = missing_test_tools(env)
+    if missing:
+        print(
+            f"scripts.gpu suite: the tests need {', '.join(missing)}, which this machine lacks: "
+            f"on the build machine, pip download --no-deps -d .whl {' '.join(missing)} (the "
+            "versions of requirements/dev.lock), then carry .whl",
+            file=sys.stderr,
+        )
+        return 2
     log = Log(args.log)
     log.write(f"wheel: {args.wheel.name}\n{facts_in(env)}")
     # -P: keep the source tree's cwd off sys.path; pytest adds the root for scripts/.
