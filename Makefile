@@ -1,5 +1,6 @@
-# cuda_ext_example: one target per job. Every target bootstraps the project venv
-# (.venv, pinned tools from requirements/), so each works on a fresh clone.
+# cuda_ext_example: one target per job. Every build, test and release target bootstraps the
+# project venv (.venv, pinned tools from requirements/), so each works on a fresh clone; the
+# GPU tools (bench, coldstart, profile, ncu, jit) run with the Python that has CUDA torch.
 # Outputs go to dist/, wheelhouse/ and build/ (all ignored by git).
 
 PYTHON_BOOTSTRAP ?= python3
@@ -165,8 +166,8 @@ profile:
 # (benchmarks/results holds the committed run).
 bench:
 	$(RUN_PY) -m scripts.bench --out $(RESULTS) $(BENCH_ARGS)
-# sm_90 SASS from NVRTC 12.0 (what issue 16 would ship) against the same kernels from NVRTC
-# 12.9 (what the release ships today): two dev wheels that differ only in the compiler, built here (bench-wheels), then
+# sm_90 SASS from NVRTC 12.0 (what the release ships since issue 16) against the same kernels
+# from NVRTC 12.9 (what it shipped before): two dev wheels that differ only in the compiler, built here (bench-wheels), then
 # compared on a GPU machine (compare-nvrtc): my_fast_add vs torch.add at 2^24..2^28,
 # float32 and bfloat16, alternating fresh processes.
 BENCH_WHEELS := build/bench-wheels
@@ -194,7 +195,7 @@ tune-wheel: $(STAMP)
 tune-table: $(STAMP)
 	$(PY) -m scripts.tune table
 # pip wants a wheel's own file name, so each keeps it in a folder named after its compiler;
-# 12.9 (today's) comes first: the difference column is 12.0 against it.
+# 12.9 (the earlier compiler) comes first: the difference column is 12.0 against it.
 compare-nvrtc:
 	$(RUN_PY) -m scripts.bench.compare_wheels --sizes 24-28 --passes 3 \
 		nvrtc12.9=$$(ls $(BENCH_WHEELS)/nvrtc12.9/*.whl) nvrtc12.0=$$(ls $(BENCH_WHEELS)/nvrtc12.0/*.whl)

@@ -1,8 +1,8 @@
-"""Building for another CPU (aarch64 on an x86_64 machine): what differs is only the host
-library. zig cross-compiles and links it; the device code (the fatbin) is the same bytes
-for every CPU. What the link needs of torch, its headers and libtorch_cpu.so, comes from
-torch's wheel for that CPU, fetched at the lock's version and hash and used for linking
-only.
+"""Building for another CPU (aarch64 on an x86_64 machine, or x86_64 on an aarch64 one):
+what differs is only the host library. zig cross-compiles and links it; the device code (the
+fatbin) is the same bytes for every CPU. What the link needs of torch, its headers and
+libtorch_cpu.so, comes from torch's wheel for that CPU, fetched at the lock's version and
+hash and used for linking only. (Only x86_64 -> aarch64 has run: no aarch64 machine here.)
 """
 
 from __future__ import annotations
@@ -17,8 +17,12 @@ from . import config
 
 CACHE = config.ROOT / "build" / "cross"
 LOCK = config.ROOT / "requirements" / "dev.lock"
-# Where torch publishes its wheels for each CPU (pip --platform matches tags exactly).
-WHEEL_PLATFORMS = {"aarch64": ["manylinux_2_28_aarch64", "manylinux2014_aarch64"]}
+# Where torch publishes its wheels for each CPU (pip --platform matches tags exactly); every CPU
+# `make release` builds, whichever CPU it runs on.
+WHEEL_PLATFORMS = {
+    "x86_64": ["manylinux_2_28_x86_64", "manylinux2014_x86_64"],
+    "aarch64": ["manylinux_2_28_aarch64", "manylinux2014_aarch64"],
+}
 LINK_ONLY = ("torch/lib/libtorch_cpu.so", "torch/lib/libc10.so")
 
 

@@ -21,7 +21,7 @@ PYPI = "https://pypi.org/simple/"
 SUPPORTED_CPUS = ("x86_64", "aarch64")
 # What a first set-up fetches, measured (README "Set-up"): the size tells a user on a slow
 # link what they are in for before pip's first progress line.
-FIRST_DOWNLOAD = "about 3.1 GB, 5.8 GB installed, mostly torch and its CUDA libraries"
+FIRST_DOWNLOAD = "about 3 GB, 5.8 GB installed, mostly torch and its CUDA libraries"
 # Disk a first install needs, measured 2026-11-24 (PyPI, pip's cache off): the venv ends at
 # 5.8 GB, and pip keeps the downloaded wheels (3.0 GB) in its temporary directory until the
 # last package is installed. pip's cache, where it is on, stores the downloads once more.

@@ -2,7 +2,7 @@
 
 doctor                     will this wheel run here, and if not, why
 inspect WHEEL_OR_SO [...]  what a built binary contains (pip install 'cuda_ext_example[tools]')
-smoke-test                 the classic int64 arange and a float check against torch.add
+smoke-test                 the classic int64 arange, then every op against its torch reference
 """
 
 from __future__ import annotations

@@ -1,0 +1,45 @@
+"""Building the other CPU's wheel (buildtools/cross.py): `make release` builds every CPU of the
+Makefile's CPUS from whichever CPU it runs on, so torch's wheel must be fetchable for each."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from buildtools import cross
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def makefile_cpus() -> list[str]:
+    (line,) = re.findall(r"^CPUS := (.+)$", (ROOT / "Makefile").read_text(), re.M)
+    return line.split()
+
+
+def test_every_cpu_the_release_builds_has_torch_wheel_platforms():
+    assert set(makefile_cpus()) <= set(cross.WHEEL_PLATFORMS)
+
+
+@pytest.mark.parametrize("arch", makefile_cpus())
+def test_torch_wheel_of_another_cpu_is_asked_of_pip_by_its_platform_tags(
+    arch, monkeypatch, tmp_path
+):
+    version = cross.locked_requirement("torch").split("==")[1].split()[0]
+    asked = []
+
+    def fake_pip(cmd, check):
+        platforms = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--platform"]
+        asked.append(platforms)
+        dest = Path(cmd[cmd.index("-d") + 1])
+        (dest / f"torch-{version}-cp311-cp311-{platforms[0]}.whl").write_bytes(b"")
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(cross, "CACHE", tmp_path)
+    monkeypatch.setattr(cross.subprocess, "run", fake_pip)
+    wheel = cross.torch_wheel(arch)
+    assert asked == [cross.WHEEL_PLATFORMS[arch]]
+    assert all(tag.endswith(arch) for tag in asked[0])
+    assert wheel.name.startswith(f"torch-{version}-") and arch in wheel.name
