@@ -397,6 +397,13 @@ def generated_header(code: DeviceCode, arch_summary: str, cfg: config.BuildConfi
             for op in declared
         ),
         "",
+        "// X(name, twin, twin_schema): each op's no-grad twin (buildtools/ops.py)",
+        "#define CEE_FOR_EACH_NO_GRAD_TWIN(X) \\",
+        *(
+            f"  X({op.name}, {op.no_grad_twin}, {c_string(op.no_grad_twin_schema)}) \\"
+            for op in declared
+        ),
+        "",
     ]
     return "\n".join(lines) + "\n"
 

@@ -92,6 +92,18 @@ class Op:
         args = ", ".join(f"Tensor {name}" for name in self.inputs)
         return f"{self.name}({args}) -> Tensor"
 
+    @property
+    def no_grad_twin(self) -> str:
+        """The op's twin: the same kernels under a second name with no autograd kernel,
+        which the Python wrapper calls when no graph is built (one dispatcher pass with no
+        Python autograd kernel and no dispatch-key exclusion around it: benchmarks/NOTES.md
+        change 22). Private: called with inputs that need grad it builds no graph."""
+        return f"_{self.name}_no_grad"
+
+    @property
+    def no_grad_twin_schema(self) -> str:
+        return self.no_grad_twin + self.schema[len(self.name) :]
+
     def record(self) -> dict:
         """What the build record says of the op (the Python side is built from it)."""
         return {
@@ -102,6 +114,7 @@ class Op:
             "reference": self.reference,
             "derivatives": self.derivatives,
             "dtypes": list(self.dtypes),
+            "no_grad_twin": self.no_grad_twin,
         }
 
 

@@ -400,18 +400,30 @@ STABLE_TORCH_LIBRARY(CEE_NAMESPACE, m) {
 #define CEE_DEF(name, rule, arity, schema) m.def(schema);
   CEE_FOR_EACH_OP(CEE_DEF)
 #undef CEE_DEF
+  // Each op's no-grad twin: the same kernels, no autograd kernel (torch's
+  // default autograd fallback passes through). The Python wrapper calls it
+  // when no graph is built: benchmarks/NOTES.md change 22.
+#define CEE_DEF_TWIN(name, twin, schema) m.def(schema);
+  CEE_FOR_EACH_NO_GRAD_TWIN(CEE_DEF_TWIN)
+#undef CEE_DEF_TWIN
 }
 
 STABLE_TORCH_LIBRARY_IMPL(CEE_NAMESPACE, CPU, m) {
 #define CEE_IMPL(name, rule, arity, schema) m.impl(#name, boxed_cpu_##name);
   CEE_FOR_EACH_OP(CEE_IMPL)
 #undef CEE_IMPL
+#define CEE_IMPL_TWIN(name, twin, schema) m.impl(#twin, boxed_cpu_##name);
+  CEE_FOR_EACH_NO_GRAD_TWIN(CEE_IMPL_TWIN)
+#undef CEE_IMPL_TWIN
 }
 
 STABLE_TORCH_LIBRARY_IMPL(CEE_NAMESPACE, CUDA, m) {
 #define CEE_IMPL(name, rule, arity, schema) m.impl(#name, boxed_cuda_##name);
   CEE_FOR_EACH_OP(CEE_IMPL)
 #undef CEE_IMPL
+#define CEE_IMPL_TWIN(name, twin, schema) m.impl(#twin, boxed_cuda_##name);
+  CEE_FOR_EACH_NO_GRAD_TWIN(CEE_IMPL_TWIN)
+#undef CEE_IMPL_TWIN
 }
 
 // The Python module. Importing it runs the registrations above; its functions

@@ -91,9 +91,74 @@ def test_no_grad_and_inference_mode(op, device):
         assert_bitwise_equal(op(a, b), torch.add(a.detach(), b))
 
 
+def _ops_run(call) -> set[str]:
+    """The torch ops a call ran through the dispatcher, as the profiler names them."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        call()
+    return {e.name for e in prof.events() if e.name.startswith("cuda_ext_example::")}
+
+
+def test_plain_call_takes_the_no_grad_twin(op, device):
+    # The host fast path: a call that builds no graph runs the twin (no Python autograd
+    # kernel); one that does runs the public op, whose autograd kernel builds it.
+    a = random_tensor((8,), torch.float32, device)
+    name = f"cuda_ext_example::{op.__name__}"
+    twin = f"cuda_ext_example::_{op.__name__}_no_grad"
+    assert _ops_run(lambda: op(a, a)) == {twin}
+    wrapper = getattr(cuda_ext_example, op.__name__)  # its parameters are the schema's
+    assert _ops_run(lambda: wrapper(a=a, b=a)) == {twin}
+    with torch.no_grad():
+        assert _ops_run(lambda: op(a, a.clone().requires_grad_())) == {twin}
+    assert name in _ops_run(lambda: op(a, a.clone().requires_grad_()))
+    assert twin not in _ops_run(lambda: op(a, a.clone().requires_grad_()))
+    assert_bitwise_equal(torch.ops.cuda_ext_example._my_add_no_grad(a, a), torch.add(a, a))
+
+
+def test_tracing_and_function_modes_see_the_public_op(op, device):
+    # The twin has no derivatives: a trace that recorded it would replay without
+    # gradients, so every trace and mode must see the public op even in no-grad calls.
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.overrides import TorchFunctionMode
+
+    a = random_tensor((8,), torch.float64, device)
+    public = getattr(torch.ops.cuda_ext_example, op.__name__).default
+    with torch.no_grad():
+        graph = make_fx(op)(a, a).graph
+        traced = torch.jit.trace(op, (a, a), check_trace=False)
+    assert public in [n.target for n in graph.nodes]
+    assert f"cuda_ext_example::{op.__name__}(" in str(traced.graph)
+    x = a.clone().requires_grad_()
+    traced(x, a).sum().backward()  # the trace replays the public op: its gradient
+    assert_bitwise_equal(x.grad, torch.ones_like(x))
+
+    class Log(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.funcs = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.funcs.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Log() as log:
+        op(a, a)
+    ops_seen = [f for f in log.funcs if isinstance(f, torch._ops.OpOverload)]  # not getters
+    assert ops_seen == [public]
+
+    class Tagged(torch.Tensor):  # a subclass sees the public op through torch_function
+        seen: list = []
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            cls.seen.append(func)
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    op(a.as_subclass(Tagged), a)
+    assert Tagged.seen[0] is public
+
+
 def test_fast_path_still_seen_by_dispatch_modes(op, device):
-    # The wrapper's no-grad fast path enters the dispatcher below autograd; modes and
-    # fake tensors (TLS dispatch keys) must still see the op, not a bypass.
+    # Modes and fake tensors (TLS dispatch keys) must see the public op, not the twin.
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Log(TorchDispatchMode):
@@ -152,8 +217,14 @@ def test_wrapper_works_without_torch_private_apis(device):
 
 
 def test_fast_path_needs_its_private_apis():
+    import types
+
     from cuda_ext_example import ops
 
-    overload = torch.ops.cuda_ext_example.my_add.default
-    assert ops._below_autograd_api(overload) is not None  # this torch has all four
-    assert ops._below_autograd_api(object()) is None  # an OpOverload without `_op`
+    declaration = ops.DECLARATIONS["my_add"]
+    assert ops._fast_path_api(declaration, "cuda_ext_example") is not None  # this torch has all
+    assert ops._fast_path_api(declaration, "cuda_ext_example", types.SimpleNamespace()) is None
+    no_twin = {**declaration, "no_grad_twin": None}  # a library without the twin
+    assert ops._fast_path_api(no_twin, "cuda_ext_example") is None
+    wrong = {**declaration, "no_grad_twin": "_not_registered"}
+    assert ops._fast_path_api(wrong, "cuda_ext_example") is None

@@ -7,14 +7,14 @@ Each row adds one layer to the one above it, so the differences are what each la
 - a kernel launch through torch (torch.cuda._sleep(0)): what any launch costs from Python;
 - aten.add through torch.ops: the torch.ops entry every custom op pays (boxed call, Python
   argument parsing), with torch's C++ autograd kernel;
-- our op's C++ callable (`_op`) below autograd, guard held across the loop: the dispatcher,
-  stable-ABI boxing, our input checks, allocation, stream look-up, cuLaunchKernel: the floor
-  of a stable-ABI op called from Python;
-- + entering the below-autograd guard per call;
-- + the grad check, + the torch.func/forward-AD check, + the torch.compile check: the fast
-  path of our wrapper, built up;
-- cuda_ext_example.my_fast_add as shipped; the op through torch.ops (its Python autograd kernel
-  of register_autograd included).
+- our op's no-grad twin through its C++ callable (`_op`): the dispatcher, stable-ABI boxing,
+  our input checks, allocation, stream look-up, cuLaunchKernel: the floor of a stable-ABI
+  op called from Python;
+- + a Python function around it, + each check of the wrapper's fast path, built up in the
+  wrapper's order (the last row of these is the fast path as shipped);
+- cuda_ext_example.my_fast_add as shipped; the wrapper of changes 17-21 (the public op's
+  callable with autograd's dispatch key excluded around it), for comparison; the op through
+  torch.ops (its Python autograd kernel of register_autograd included).
 Timed as scripts/bench/benchmark.py times host calls: best of 7 interleaved rounds of 2000.
 """
 
@@ -25,42 +25,90 @@ import argparse
 import torch
 
 import cuda_ext_example
-from scripts.bench.benchmark import best_host_times, time_host_calls
+from scripts.bench.benchmark import best_host_times
 
 op = torch.ops.cuda_ext_example.my_fast_add.default
-op_c = op._op
-below = torch._C._AutoDispatchBelowAutograd
-grad_enabled = torch.is_grad_enabled
+twin = torch.ops.cuda_ext_example._my_fast_add_no_grad.default._op
 is_compiling = torch.compiler.is_compiling
-functorch_active = torch._C._are_functorch_transforms_active
 forward_ad = torch.autograd.forward_ad
+functorch = torch._C._are_functorch_transforms_active
+grad_enabled = torch.is_grad_enabled
+dispatch_modes = torch._C._len_torch_dispatch_stack
+function_modes = torch._C._is_torch_function_mode_enabled
+tracing = torch._C._is_tracing
+plain = (torch.Tensor, torch.nn.Parameter)
 
 
-def guard_per_call(a, b):
-    with below():
-        return op_c(a, b)
-
-
-def plus_grad_check(a, b):
-    if grad_enabled() and (a.requires_grad or b.requires_grad):
-        return op(a, b)
-    with below():
-        return op_c(a, b)
-
-
-def plus_transforms_check(a, b):
-    if grad_enabled() and (a.requires_grad or b.requires_grad):
-        return op(a, b)
-    if forward_ad._current_level >= 0 or functorch_active():
-        return op(a, b)
-    with below():
-        return op_c(a, b)
+def in_a_function(a, b):
+    return twin(a, b)
 
 
 def plus_compile_check(a, b):
     if is_compiling():
         return op(a, b)
-    return plus_transforms_check(a, b)
+    return twin(a, b)
+
+
+def plus_transforms_check(a, b):
+    if is_compiling():
+        return op(a, b)
+    if forward_ad._current_level >= 0 or functorch():
+        return op(a, b)
+    return twin(a, b)
+
+
+def plus_class_and_grad_checks(a, b):
+    if is_compiling():
+        return op(a, b)
+    if forward_ad._current_level >= 0 or functorch():
+        return op(a, b)
+    if a.__class__ not in plain or b.__class__ not in plain:
+        return op(a, b)
+    if grad_enabled() and (a.requires_grad or b.requires_grad):
+        return op(a, b)
+    return twin(a, b)
+
+
+def plus_mode_and_trace_checks(a, b):
+    if is_compiling():
+        return op(a, b)
+    if forward_ad._current_level >= 0 or functorch():
+        return op(a, b)
+    if a.__class__ not in plain or b.__class__ not in plain:
+        return op(a, b)
+    if grad_enabled() and (a.requires_grad or b.requires_grad):
+        return op(a, b)
+    if dispatch_modes() or function_modes() or tracing():
+        return op(a, b)
+    return twin(a, b)
+
+
+def exclusion_wrapper():
+    """The fast path of changes 17-21: the public op's callable below autograd, by
+    excluding autograd's dispatch key for the thread around the call."""
+    public = op._op
+    key = torch._C.DispatchKey.AutogradFunctionality
+    exclude = torch._C._dispatch_tls_set_dispatch_key_excluded
+    excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+
+    def wrapper(*args):
+        if is_compiling():
+            return op(*args)
+        if forward_ad._current_level >= 0 or functorch():
+            return op(*args)
+        if grad_enabled():
+            for arg in args:
+                if arg.requires_grad:
+                    return op(*args)
+        if excluded(key):
+            return public(*args)
+        exclude(key, True)
+        try:
+            return public(*args)
+        finally:
+            exclude(key, False)
+
+    return wrapper
 
 
 def layers(device: str) -> dict:
@@ -69,11 +117,14 @@ def layers(device: str) -> dict:
         ways["a launch through torch (torch.cuda._sleep(0))"] = lambda a, b: torch.cuda._sleep(0)
     ways |= {
         "aten.add through torch.ops": torch.ops.aten.add.Tensor,
-        "+ guard per call": guard_per_call,
-        "+ grad check": plus_grad_check,
-        "+ torch.func / forward-AD check": plus_transforms_check,
+        "our op's no-grad twin (_op): the floor": twin,
+        "+ a Python function (a, b)": in_a_function,
         "+ torch.compile check": plus_compile_check,
+        "+ torch.func / forward-AD check": plus_transforms_check,
+        "+ subclass and grad checks": plus_class_and_grad_checks,
+        "+ mode and trace checks": plus_mode_and_trace_checks,
         "cuda_ext_example.my_fast_add": cuda_ext_example.my_fast_add,
+        "the exclusion wrapper of changes 17-21": exclusion_wrapper(),
         "torch.ops...my_fast_add (Python autograd kernel)": op,
     }
     return ways
@@ -85,16 +136,14 @@ def main() -> None:
     args = parser.parse_args()
     a = torch.randn(1024, device=args.device)
     b = torch.randn(1024, device=args.device)
-    best = best_host_times(layers(args.device), a, b, calls=2000, repeats=7)
-    # The floor: the op with the below-autograd guard entered once for the whole loop.
-    with below():
-        time_host_calls(op_c, a, b, 200)
-        floor = min(time_host_calls(op_c, a, b, 2000) for _ in range(7))
-    rows = list(best.items())
-    rows.insert(3 if args.device == "cuda" else 2, ("our _op below autograd, guard held", floor))
+    ways = layers(args.device)
+    for name, fn in ways.items():
+        if name != "a launch through torch (torch.cuda._sleep(0))":
+            torch.testing.assert_close(fn(a, b), a + b, rtol=0, atol=0, msg=name)
+    best = best_host_times(ways, a, b, calls=2000, repeats=7)
     print(f"torch {torch.__version__}, device {args.device}, n=1024 float32")
     previous = None
-    for name, us in rows:
+    for name, us in best.items():
         step = f"{us - previous:+6.2f}" if previous is not None and name.startswith("+") else ""
         print(f"{name:<50} {us:7.2f} us/call  {us / best['torch.add']:5.2f}x torch.add  {step}")
         previous = us

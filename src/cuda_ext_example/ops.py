@@ -70,18 +70,21 @@ def _check_types(op: dict, args: tuple, namespace: str = NAMESPACE) -> None:
         )
 
 
-def _below_autograd_api(overload, torch_c=torch._C):
-    """What the wrapper's fast path needs to call the op's C++ callable below autograd, by
-    excluding autograd's dispatch key for this thread (what torch's AutoDispatchBelowAutograd
-    guard does, without a guard object per call, which costs more: scripts/bench/host_overhead.py
-    times both; benchmarks/NOTES.md change 20 says why not redispatch_boxed): (the callable,
-    the key, the set and the test of its exclusion). None where this torch lacks those
-    private APIs: then every call takes the public OpOverload, correct and only slower."""
+def _fast_path_api(op: dict, namespace: str, torch_c=torch._C):
+    """What the wrapper's fast path needs: the C++ callable of the op's no-grad twin (the
+    same kernels registered under a second name with no autograd kernel, buildtools/ops.py)
+    and torch's C checks for what must see the public op instead: torch.func transforms,
+    TorchDispatchModes, TorchFunctionModes, torch.jit.trace. None where this torch lacks
+    one of those private APIs or the library lacks the twin: then every call takes the
+    public OpOverload, correct and only slower."""
+    name = op.get("no_grad_twin")
+    twin = getattr(getattr(torch.ops, namespace), name, None) if name else None
     api = (
-        getattr(overload, "_op", None),
-        getattr(getattr(torch_c, "DispatchKey", None), "AutogradFunctionality", None),
-        getattr(torch_c, "_dispatch_tls_set_dispatch_key_excluded", None),
-        getattr(torch_c, "_dispatch_tls_is_dispatch_key_excluded", None),
+        getattr(getattr(twin, "default", None), "_op", None),
+        getattr(torch_c, "_are_functorch_transforms_active", None),
+        getattr(torch_c, "_len_torch_dispatch_stack", None),
+        getattr(torch_c, "_is_torch_function_mode_enabled", None),
+        getattr(torch_c, "_is_tracing", None),
     )
     return None if None in api else api
 
@@ -99,52 +102,85 @@ def _transforms_active(torch_c=torch._C) -> Callable[[], bool]:
     return active
 
 
+# The wrapper's fast path, written out per op with its inputs as named parameters: a
+# function of fixed arity costs 0.1-0.3 us less per call than one taking *args
+# (benchmarks/NOTES.md change 22), so it is made from this text, the way dataclasses
+# and namedtuple make theirs. Checks cheapest first; each Python-level step costs
+# 0.10-0.15 us in the wrapper on the lent GPU hosts, and the host target is 1.25x torch.add.
+_FAST_WRAPPER = """
+def {name}({args}):
+    try:
+        if is_compiling():  # first: dynamo folds it, and traces nothing below
+            return overload({args})
+        if forward_ad._current_level >= 0 or functorch():
+            return transformed({args})
+        if {not_plain}:  # a subclass (it sees the public op) or not a tensor
+            return overload({args})
+        if grad_enabled() and ({requires_grad}):
+            return overload({args})
+        if dispatch_modes() or function_modes() or tracing():
+            return overload({args})
+        return no_grad_op({args})
+    except (AttributeError, RuntimeError, TypeError):
+        check_types(({args},))  # a non-tensor argument: say so as a TypeError
+        raise
+"""
+
+
 def make_wrapper(op: dict, namespace: str = NAMESPACE, torch_c=torch._C, function=None):
     """The Python function for torch.ops.<namespace>.<op>, lean on the host.
 
-    A call that builds no autograd graph skips the Python autograd kernel and calls the
-    C++ callable behind the OpOverload below autograd (microseconds per call, which
-    launch-bound callers notice: scripts/bench/host_overhead.py measures each check).
-    Tracing (torch.compile) and graph-building calls take the OpOverload; torch.func
-    transforms and forward-mode AD take `function` (the op's autograd.Function, applied
-    here, above the dispatcher, where torch.func handles it). The argument types are
-    checked only when the call fails: the dispatcher checks them.
-
-    The fast path is written inline, with no helper calls and the checks ordered cheapest
-    first: each Python-level step costs 0.10-0.15 us in the wrapper on the lent GPU hosts (about
-    half that timed alone), and the host target is 1.25x torch.add.
+    A call on plain tensors that builds no autograd graph, outside every mode and trace,
+    calls the op's no-grad twin: one dispatcher pass, without the Python autograd kernel
+    (microseconds per call, which launch-bound callers notice: scripts/bench/host_overhead.py
+    measures each step). Every other call takes the public op, so that autograd, tracing
+    (torch.compile, torch.jit.trace, make_fx), modes and tensor subclasses see it;
+    torch.func transforms and forward-mode AD take `function` (the op's autograd.Function,
+    applied here, above the dispatcher, where torch.func handles it). The argument types
+    are checked only when the call fails: the dispatcher checks them.
     """
     overload = getattr(getattr(torch.ops, namespace), op["name"]).default
     transformed = function.apply if function is not None else overload
-    below = _below_autograd_api(overload, torch_c)
-    direct, key, exclude, excluded = below if below is not None else (None,) * 4
-    grad_enabled = torch.is_grad_enabled
-    is_compiling = torch.compiler.is_compiling
-    forward_ad = torch.autograd.forward_ad
-    functorch = getattr(torch_c, "_are_functorch_transforms_active", None)
 
-    def wrapper(*args: torch.Tensor) -> torch.Tensor:
-        try:
-            if is_compiling():  # first: dynamo folds it, and traces nothing below
-                return overload(*args)
-            if forward_ad._current_level >= 0 or functorch is None or functorch():
-                return transformed(*args)
-            if direct is None:
-                return overload(*args)
-            if grad_enabled():
-                for arg in args:
-                    if arg.requires_grad:
-                        return overload(*args)
-            if excluded(key):  # already below autograd (nested): leave the state as it is
-                return direct(*args)
-            exclude(key, True)
+    def check_types(args: tuple) -> None:
+        _check_types(op, args, namespace)
+
+    fast = _fast_path_api(op, namespace, torch_c)
+    if fast is None:  # no fast path on this torch: the public op, or torch.func's route
+
+        def wrapper(*args: torch.Tensor) -> torch.Tensor:
             try:
-                return direct(*args)
-            finally:
-                exclude(key, False)
-        except (AttributeError, RuntimeError, TypeError):
-            _check_types(op, args, namespace)  # a non-tensor argument: say so as a TypeError
-            raise
+                return transformed(*args)
+            except (AttributeError, RuntimeError, TypeError):
+                check_types(args)
+                raise
+
+    else:
+        no_grad_op, functorch, dispatch_modes, function_modes, tracing = fast
+        scope = {
+            "overload": overload,
+            "transformed": transformed,
+            "no_grad_op": no_grad_op,
+            "check_types": check_types,
+            "is_compiling": torch.compiler.is_compiling,
+            "forward_ad": torch.autograd.forward_ad,
+            "functorch": functorch,
+            "grad_enabled": torch.is_grad_enabled,
+            "dispatch_modes": dispatch_modes,
+            "function_modes": function_modes,
+            "tracing": tracing,
+            # A Parameter is a plain tensor to the dispatcher (its torch_function is off).
+            "plain": (torch.Tensor, torch.nn.Parameter),
+        }
+        inputs = op["inputs"]
+        source = _FAST_WRAPPER.format(
+            name=op["name"],
+            args=", ".join(inputs),
+            not_plain=" or ".join(f"{x}.__class__ not in plain" for x in inputs),
+            requires_grad=" or ".join(f"{x}.requires_grad" for x in inputs),
+        )
+        exec(compile(source, f"<{namespace}.{op['name']} wrapper>", "exec"), scope)  # noqa: S102
+        wrapper = scope[op["name"]]
 
     wrapper.__name__ = wrapper.__qualname__ = op["name"]
     wrapper.__doc__ = f"{op['name']}({', '.join(op['inputs'])})\n\n{op['doc']}"
@@ -287,6 +323,9 @@ def register_python_parts(namespace: str = NAMESPACE) -> dict[str, Callable]:
         qualname = f"{namespace}::{name}"
         overload = getattr(getattr(torch.ops, namespace), name).default
         torch.library.register_fake(qualname, make_fake(op, namespace))
+        if op.get("no_grad_twin"):  # FakeTensorMode works on the twin too
+            twin = f"{namespace}::{op['no_grad_twin']}"
+            torch.library.register_fake(twin, make_fake(op, namespace))
         torch.library.register_vmap(qualname, make_vmap_rule(overload))
         function = make_function(op, overload) if op["derivatives"] is not None else None
         library.impl(name, make_autograd_kernel(op, overload, namespace, function), "Autograd")
