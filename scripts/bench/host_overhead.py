@@ -39,48 +39,30 @@ tracing = torch._C._is_tracing
 plain = (torch.Tensor, torch.nn.Parameter)
 
 
-def in_a_function(a, b):
-    return twin(a, b)
+# The shipped wrapper's fast-path checks in its order (src/cuda_ext_example/ops.py,
+# _FAST_WRAPPER); row k of the layers runs the first k of them, then the twin.
+CHECKS = {
+    "+ torch.compile check": "if is_compiling(): return op(a, b)",
+    "+ torch.func / forward-AD check": (
+        "if forward_ad._current_level >= 0 or functorch(): return op(a, b)"
+    ),
+    "+ subclass and grad checks": (
+        "if a.__class__ not in plain or b.__class__ not in plain: return op(a, b)\n"
+        "if grad_enabled() and (a.requires_grad or b.requires_grad): return op(a, b)"
+    ),
+    "+ mode and trace checks": (
+        "if dispatch_modes() or function_modes() or tracing(): return op(a, b)"
+    ),
+}
 
 
-def plus_compile_check(a, b):
-    if is_compiling():
-        return op(a, b)
-    return twin(a, b)
-
-
-def plus_transforms_check(a, b):
-    if is_compiling():
-        return op(a, b)
-    if forward_ad._current_level >= 0 or functorch():
-        return op(a, b)
-    return twin(a, b)
-
-
-def plus_class_and_grad_checks(a, b):
-    if is_compiling():
-        return op(a, b)
-    if forward_ad._current_level >= 0 or functorch():
-        return op(a, b)
-    if a.__class__ not in plain or b.__class__ not in plain:
-        return op(a, b)
-    if grad_enabled() and (a.requires_grad or b.requires_grad):
-        return op(a, b)
-    return twin(a, b)
-
-
-def plus_mode_and_trace_checks(a, b):
-    if is_compiling():
-        return op(a, b)
-    if forward_ad._current_level >= 0 or functorch():
-        return op(a, b)
-    if a.__class__ not in plain or b.__class__ not in plain:
-        return op(a, b)
-    if grad_enabled() and (a.requires_grad or b.requires_grad):
-        return op(a, b)
-    if dispatch_modes() or function_modes() or tracing():
-        return op(a, b)
-    return twin(a, b)
+def with_checks(count: int):
+    """A Python function (a, b) that runs the first `count` checks, then calls the twin."""
+    lines = [line for check in list(CHECKS.values())[:count] for line in check.split("\n")]
+    body = "".join(f"    {line}\n" for line in [*lines, "return twin(a, b)"])
+    scope = dict(globals())
+    exec(compile(f"def layer(a, b):\n{body}", "<layer>", "exec"), scope)  # noqa: S102
+    return scope["layer"]
 
 
 def exclusion_wrapper():
@@ -118,11 +100,8 @@ def layers(device: str) -> dict:
     ways |= {
         "aten.add through torch.ops": torch.ops.aten.add.Tensor,
         "our op's no-grad twin (_op): the floor": twin,
-        "+ a Python function (a, b)": in_a_function,
-        "+ torch.compile check": plus_compile_check,
-        "+ torch.func / forward-AD check": plus_transforms_check,
-        "+ subclass and grad checks": plus_class_and_grad_checks,
-        "+ mode and trace checks": plus_mode_and_trace_checks,
+        "+ a Python function (a, b)": with_checks(0),
+        **{name: with_checks(k + 1) for k, name in enumerate(CHECKS)},
         "cuda_ext_example.my_fast_add": cuda_ext_example.my_fast_add,
         "the exclusion wrapper of changes 17-21": exclusion_wrapper(),
         "torch.ops...my_fast_add (Python autograd kernel)": op,
