@@ -114,6 +114,15 @@ def test_plain_call_takes_the_no_grad_twin(op, device):
     assert_bitwise_equal(torch.ops.cuda_ext_example._my_add_no_grad(a, a), torch.add(a, a))
 
 
+def test_the_twin_called_directly_under_grad_is_not_silent(op, device):
+    # The twin is private and has no autograd kernel: torch's autograd fallback must say so
+    # at backward, naming it, rather than leave a gradient out without a word.
+    x = random_tensor((8,), torch.float32, device).requires_grad_()
+    twin = getattr(torch.ops.cuda_ext_example, f"_{op.__name__}_no_grad")
+    with pytest.warns(UserWarning, match=f"_{op.__name__}_no_grad: an autograd kernel"):
+        twin(x, x).sum().backward()
+
+
 def test_tracing_and_function_modes_see_the_public_op(op, device):
     # The twin has no derivatives: a trace that recorded it would replay without
     # gradients, so every trace and mode must see the public op even in no-grad calls.
