@@ -166,6 +166,24 @@ def test_tracing_and_function_modes_see_the_public_op(op, device):
     assert Tagged.seen[0] is public
 
 
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "non_strict"])
+def test_export_records_the_public_op(op, device, strict):
+    # torch.export, strict (dynamo) or not (the model run eagerly on fake tensors under a
+    # dispatch mode), must record the public op even in a no-grad call: an exported
+    # program with the twin in it would lose the op's gradient when trained.
+    class Model(torch.nn.Module):
+        def forward(self, a, b):
+            return op(a, b)
+
+    a = random_tensor((8,), torch.float32, device)
+    with torch.no_grad():
+        program = torch.export.export(Model(), (a, a), strict=strict)
+    public = getattr(torch.ops.cuda_ext_example, op.__name__).default
+    targets = [n.target for n in program.graph.nodes if n.op == "call_function"]
+    assert targets == [public]
+    assert_bitwise_equal(program.module()(a, a), op(a, a))
+
+
 def test_fast_path_still_seen_by_dispatch_modes(op, device):
     # Modes and fake tensors (TLS dispatch keys) must see the public op, not the twin.
     from torch.utils._python_dispatch import TorchDispatchMode

@@ -12,7 +12,8 @@ Each row adds one layer to the one above it, so the differences are what each la
   op called from Python;
 - + a Python function around it, + each check of the wrapper's fast path, built up in the
   wrapper's order (the last row of these is the fast path as shipped);
-- cuda_ext_example.my_fast_add as shipped; the wrapper of changes 17-21 (the public op's
+- cuda_ext_example.my_fast_add as shipped; change 22's wrapper (is_compiling() first, two
+  Python calls where is_dynamo_compiling() is one); the wrapper of changes 17-21 (the public op's
   callable with autograd's dispatch key excluded around it), for comparison; the op through
   torch.ops (its Python autograd kernel of register_autograd included).
 Timed as scripts/bench/benchmark.py times host calls: best of 7 interleaved rounds of 2000.
@@ -30,6 +31,7 @@ from scripts.bench.benchmark import best_host_times
 op = torch.ops.cuda_ext_example.my_fast_add.default
 twin = torch.ops.cuda_ext_example._my_fast_add_no_grad.default._op
 is_compiling = torch.compiler.is_compiling
+is_dynamo_compiling = torch.compiler.is_dynamo_compiling
 forward_ad = torch.autograd.forward_ad
 functorch = torch._C._are_functorch_transforms_active
 grad_enabled = torch.is_grad_enabled
@@ -42,7 +44,7 @@ plain = (torch.Tensor, torch.nn.Parameter)
 # The shipped wrapper's fast-path checks in its order (src/cuda_ext_example/ops.py,
 # _FAST_WRAPPER); row k of the layers runs the first k of them, then the twin.
 CHECKS = {
-    "+ torch.compile check": "if is_compiling(): return op(a, b)",
+    "+ torch.compile check": "if is_dynamo_compiling(): return op(a, b)",
     "+ torch.func / forward-AD check": (
         "if forward_ad._current_level >= 0 or functorch(): return op(a, b)"
     ),
@@ -63,6 +65,17 @@ def with_checks(count: int):
     scope = dict(globals())
     exec(compile(f"def layer(a, b):\n{body}", "<layer>", "exec"), scope)  # noqa: S102
     return scope["layer"]
+
+
+def change22_wrapper():
+    """The shipped wrapper as change 22 made it, with torch.compiler.is_compiling() as its
+    first check (change 23 asks is_dynamo_compiling(), one Python call instead of two)."""
+    from unittest import mock
+
+    from cuda_ext_example import ops
+
+    with mock.patch.object(torch.compiler, "is_dynamo_compiling", is_compiling):
+        return ops.make_wrapper(ops.DECLARATIONS["my_fast_add"])
 
 
 def exclusion_wrapper():
@@ -103,6 +116,7 @@ def layers(device: str) -> dict:
         "+ a Python function (a, b)": with_checks(0),
         **{name: with_checks(k + 1) for k, name in enumerate(CHECKS)},
         "cuda_ext_example.my_fast_add": cuda_ext_example.my_fast_add,
+        "the wrapper of change 22 (is_compiling first)": change22_wrapper(),
         "the exclusion wrapper of changes 17-21": exclusion_wrapper(),
         "torch.ops...my_fast_add (Python autograd kernel)": op,
     }
