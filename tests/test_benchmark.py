@@ -494,7 +494,9 @@ def test_rounds_are_interleaved_and_summarised(monkeypatch):
         return {"x": lambda: "x", "y": lambda: "y"}
 
     times = benchmark.time_rounds(round_impls, settings)
-    assert calls == ["x", "y"] * 3  # round-robin, not one block per implementation
+    # Round-robin, not one block per implementation; every other round reversed, so
+    # that neither always runs first.
+    assert calls == ["x", "y", "y", "x", "x", "y"]
     assert fresh == [0, 2, 4]  # new inputs before each round, not one allocation for all
     record = report.record_from_rounds(2**20, "float32", "x", times["x"])
     assert record.ms == 2.0 and record.spread_pct == pytest.approx(100.0)

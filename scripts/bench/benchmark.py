@@ -257,10 +257,14 @@ def time_rounds(round_impls: Callable[[], dict[str, Callable[[], object]]], sett
     calls round_impls() for calls on freshly allocated tensors, so a cell samples where its
     buffers land instead of resting on one allocation (benchmarks/NOTES.md change 19: about
     one point of spread at 1-16 MiB). Round-robin within a round: clock or thermal drift
-    during a cell then hits every implementation alike, not just one."""
+    during a cell then hits every implementation alike, not just one. Every other round
+    runs in reverse order, so that no implementation always runs in the same place of a
+    round or right after the same neighbour (a fixed order would give the last one the
+    GPU the others left behind, every round)."""
     times: dict[str, list[float]] = {}
-    for _ in range(settings.rounds):
-        for name, call in round_impls().items():
+    for index in range(settings.rounds):
+        calls = list(round_impls().items())
+        for name, call in reversed(calls) if index % 2 else calls:
             times.setdefault(name, []).append(bench_ms(call, settings))
     return times
 
@@ -361,7 +365,8 @@ def collect_meta(now: datetime, settings: Settings) -> dict[str, str]:
     return {
         **benchmark_facts(now),
         "settings": f"do_bench warmup={settings.warmup_ms} ms rep={settings.rep_ms} ms "
-        f"(median of {settings.rounds} interleaved rounds, each on fresh tensors); host: best "
+        f"(median of {settings.rounds} interleaved rounds, every other one in reverse order, "
+        "each on fresh tensors); host: best "
         f"of {settings.host_repeats} interleaved rounds of "
         f"{settings.host_calls} calls; "
         f"torch.compile {compile_mode}",
