@@ -181,7 +181,7 @@ def test_export_records_the_public_op(op, device, strict):
     public = getattr(torch.ops.cuda_ext_example, op.__name__).default
     targets = [n.target for n in program.graph.nodes if n.op == "call_function"]
     assert targets == [public]
-    assert_bitwise_equal(program.module()(a, a), op(a, a))
+    assert_bitwise_equal(program.module()(a, a), torch.add(a, a))
 
 
 def test_fast_path_still_seen_by_dispatch_modes(op, device):

@@ -252,6 +252,10 @@ def check_outputs(impls: dict[str, Callable], a, b, label: str) -> None:
             raise SystemExit(f"FAIL {name} {label}: {bad} elements differ from torch.add")
 
 
+# How time_rounds orders a cell's rounds, for the settings line of each result.
+ROUND_ORDER = "interleaved rounds, every other one in reverse order"
+
+
 def time_rounds(round_impls: Callable[[], dict[str, Callable[[], object]]], settings: Settings):
     """name -> do_bench ms of each call round_impls() returns, one per round. Each round
     calls round_impls() for calls on freshly allocated tensors, so a cell samples where its
@@ -365,8 +369,7 @@ def collect_meta(now: datetime, settings: Settings) -> dict[str, str]:
     return {
         **benchmark_facts(now),
         "settings": f"do_bench warmup={settings.warmup_ms} ms rep={settings.rep_ms} ms "
-        f"(median of {settings.rounds} interleaved rounds, every other one in reverse order, "
-        "each on fresh tensors); host: best "
+        f"(median of {settings.rounds} {ROUND_ORDER}, each on fresh tensors); host: best "
         f"of {settings.host_repeats} interleaved rounds of "
         f"{settings.host_calls} calls; "
         f"torch.compile {compile_mode}",

@@ -460,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {
         **benchmark_facts(now),
         "settings": f"do_bench warmup={settings.warmup_ms} ms rep={settings.rep_ms} ms "
-        f"(median), {settings.rounds} interleaved round(s); torch.compile {compile_mode}",
+        f"(median), {settings.rounds} {benchmark.ROUND_ORDER}; torch.compile {compile_mode}",
     }
     print("\n".join(f"{k}: {v}" for k, v in meta.items()), flush=True)
 
