@@ -12,6 +12,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdio.h>
 
 namespace {
 
@@ -169,6 +170,54 @@ int launch(const void* a, const void* b, void* out, int64_t n,
   return (int)cudaGetLastError();
 }
 
+// Sweep 6: does fewer resident warps help? torch.add's bfloat16 kernel (34
+// registers, 128 threads) keeps 12 blocks per SM resident where ours keeps 16
+// (Nsight Compute: 63% vs 80% warps active). Dynamic shared memory that the
+// kernel never touches caps the resident blocks per SM at kBlocks. Each variant
+// gets a kernel of its own (kTag), so that no attribute leaks into the others.
+template <typename T, int kThreads, int L, int kTag>
+__global__ void __launch_bounds__(kThreads)
+    add_capped(const uint4* __restrict__ a, const uint4* __restrict__ b,
+               uint4* __restrict__ out, int64_t n_vec) {
+  add_block<kThreads, 1, L, T, kStoreDefault, int64_t, true>(a, b, out, n_vec);
+}
+
+// kCarveKB: the shared memory carveout asked for (the rest of the 256 KB is
+// L1), the same for a capped variant and its control (kBlocks 0: no dynamic
+// shared memory): left to the driver, the carveout grows with the dynamic
+// shared memory, and an L1 of 28 KB alone costs a streaming add 4% on the H200
+// (docs/results/2026-11-25-h200-bf16-gap-steady-state.log).
+template <typename T, int kThreads, int L, int kBlocks, int kCarveKB>
+int launch_capped(const void* a, const void* b, void* out, int64_t n,
+                  cudaStream_t stream) {
+  static int smem = -1;
+  auto kernel = add_capped<T, kThreads, L, kBlocks * 1000 + kCarveKB>;
+  if (smem < 0) {
+    int per_sm = 0, reserved = 0;
+    cudaDeviceGetAttribute(&per_sm,
+                           cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+    cudaDeviceGetAttribute(&reserved,
+                           cudaDevAttrReservedSharedMemoryPerBlock, 0);
+    // rounded down: the driver rounds up to the next carveout it supports
+    const int percent = kCarveKB * 1024 * 100 / per_sm;
+    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                         percent);
+    smem = kBlocks == 0 ? 0 : (kCarveKB * 1024 / kBlocks - reserved) / 128 * 128;
+    int resident = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, kThreads,
+                                                  smem);
+    fprintf(stderr,
+            "capped variant: %d threads, carveout %d%%, %d B shared, %d blocks/SM\n",
+            kThreads, percent, smem, resident);
+  }
+  const int64_t n_vec = n * (int64_t)sizeof(T) / 16;
+  const int64_t grid = (n_vec + kThreads - 1) / kThreads;
+  kernel<<<grid, kThreads, smem, stream>>>(static_cast<const uint4*>(a),
+                                           static_cast<const uint4*>(b),
+                                           static_cast<uint4*>(out), n_vec);
+  return (int)cudaGetLastError();
+}
+
 // Sweep 4: narrower accesses. Inductor's autotuner picks XBLOCK=512 with 8
 // warps at 2^28 float32: 256 threads, one 8-byte load per input per thread.
 // VecT is the access (uint2: 8 bytes, unsigned: 4 bytes), V of them per
@@ -267,6 +316,10 @@ struct Variant {
   {name, launch_grid_stride<float, VecT, B>,   \
    launch_grid_stride<__nv_bfloat16, VecT, B>, \
    launch_grid_stride<__half, VecT, B>}
+#define CAPPED(name, TH, L, B, C)              \
+  {name, launch_capped<float, TH, L, B, C>,      \
+   launch_capped<__nv_bfloat16, TH, L, B, C>,    \
+   launch_capped<__half, TH, L, B, C>}
 #define NARROW(name, VecT, TH, V, PLAIN)             \
   {name, launch_narrow<float, VecT, TH, V, PLAIN>,   \
    launch_narrow<__nv_bfloat16, VecT, TH, V, PLAIN>, \
@@ -304,6 +357,9 @@ const Variant kVariants[] = {
     VARIANT_T("t128-v2-plainna", 128, 2, kLoadPlainNoL1, kStoreDefault,
               int64_t),
     VARIANT_T("t128-v2-plain-i32", 128, 2, kLoadPlain, kStoreDefault, uint32_t),
+    // torch.add's bfloat16 kernel exactly: one vector, 128 threads, plain loads, 32-bit index
+    VARIANT_T("t128-v1-plain-i32", 128, 1, kLoadPlain, kStoreDefault, uint32_t),
+    VARIANT("v1-plain-i32", 1, kLoadPlain, kStoreDefault, uint32_t),
     VARIANT_T("t512-v2-plain", 512, 2, kLoadPlain, kStoreDefault, int64_t),
     // sweep 3: no bounds checks (full blocks only), and checks in the last
     // block only
@@ -343,6 +399,13 @@ const Variant kVariants[] = {
     GRID_STRIDE("gs-w8-b4", uint2, 4),
     GRID_STRIDE("gs-w8-b8", uint2, 8),
     NARROW("w16-t64-v1", uint4, 64, 1, false),
+    CAPPED("t128-c32-b0", 128, kLoadPlain, 0, 32),
+    CAPPED("t128-c32-b12", 128, kLoadPlain, 12, 32),
+    CAPPED("t128-c32-b10", 128, kLoadPlain, 10, 32),
+    CAPPED("v1nc-c32-b0", 256, kLoadNonCoherent, 0, 32),
+    CAPPED("v1nc-c32-b6", 256, kLoadNonCoherent, 6, 32),
+    CAPPED("t128-c16-b0", 128, kLoadPlain, 0, 16),
+    CAPPED("t128-c16-b12", 128, kLoadPlain, 12, 16),
 };
 
 }  // namespace
