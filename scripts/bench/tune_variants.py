@@ -7,6 +7,9 @@ do_bench (CUDA events, L2 flushed before each call), interleaved rounds, median.
          scripts/bench/tune_variants.cu -o build/tune/libtune_variants.so
     python -m scripts.bench.tune_variants build/tune/libtune_variants.so --out sweep.csv
 
+More than one library may be given (scripts/bench/aten_variants.cu: torch's own kernel),
+so that their variants are timed in one process.
+
 Prints per cell every implementation's GB/s and spread (max-min over the rounds, in % of
 the median), then per implementation its worst and geometric-mean ratio to torch.add
 (2^20..2^24) and to the best peer (2^16..2^28). A research tool for benchmarks/NOTES.md.
@@ -58,8 +61,14 @@ def variant_impls(lib_path: Path, dtype: str, pattern: str) -> dict:
 
         return fn
 
+    # A library may say which dtypes a variant has (aten_variants.cu); the others have all.
+    supports = getattr(lib, "tune_variant_supports", lambda v, code: 1)
     names = {v: lib.tune_variant_name(v).decode() for v in range(lib.tune_variant_count())}
-    return {"k:" + name: make(v) for v, name in names.items() if re.fullmatch(pattern, name)}
+    return {
+        "k:" + name: make(v)
+        for v, name in names.items()
+        if re.fullmatch(pattern, name) and supports(v, code)
+    }
 
 
 def summarize(rows: list[dict]) -> None:
@@ -95,7 +104,7 @@ def summarize(rows: list[dict]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("lib", type=Path)
+    parser.add_argument("lib", type=Path, nargs="+", help="one or more variant libraries")
     parser.add_argument(
         "--sizes", type=benchmark.parse_sizes, default=benchmark.parse_sizes("16-28")
     )
@@ -114,7 +123,8 @@ def main() -> int:
     for dtype in args.dtypes.split(","):
         impls = benchmark.implementations(settings, max_shapes=len(args.sizes) + 1)
         del impls["my_add"]
-        impls.update(variant_impls(args.lib, dtype, args.variants))
+        for lib in args.lib:
+            impls.update(variant_impls(lib, dtype, args.variants))
         for k in args.sizes:
             benchmark.check_outputs(impls, *benchmark.make_inputs(2**k, dtype), f"2^{k} {dtype}")
             line = []

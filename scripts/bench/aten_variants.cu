@@ -1,0 +1,149 @@
+// torch.add's own CUDA kernel, built from the installed torch's headers, next
+// to a hand-written copy of its structure (benchmarks/NOTES.md change 26: does
+// torch.add's bfloat16 lead on the H200 live in its code or in how torch's
+// binary was built?). Not part of the package: it exports the interface of
+// scripts/bench/tune_variants.cu, so scripts/bench/tune_variants.py times it,
+// and it can be given together with that library to time both in one process:
+//
+//   T=$(python -c "import torch, os; print(os.path.dirname(torch.__file__))")
+//   nvcc -O3 -std=c++17 -arch=sm_90 -shared -Xcompiler -fPIC -DNDEBUG \
+//     --expt-relaxed-constexpr --expt-extended-lambda \
+//     -D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ \
+//     -D__CUDA_NO_BFLOAT16_CONVERSIONS__ -D__CUDA_NO_HALF2_OPERATORS__ \
+//     -I$T/include -I$T/include/torch/csrc/api/include -isystem $CUDA_INC \
+//     scripts/bench/aten_variants.cu -o build/tune/libaten_variants.so
+//   python -m scripts.bench.tune_variants build/tune/libaten_variants.so \
+//     build/tune/libtune_variants.so --dtypes bfloat16 --sizes 26-28 \
+//     --rounds 9
+//
+// The -D flags are torch's own build flags. ATen's headers include cuSPARSE's
+// and cuBLAS's: $CUDA_INC is the include folder of a CUDA toolkit or of the
+// nvidia-*-cu13 wheels that has them.
+#include <ATen/OpMathType.h>
+#include <cuda_bf16.h>
+
+#include <ATen/native/cuda/Loops.cuh>
+#include <array>
+#include <cstdint>
+
+namespace {
+
+// As BinaryAddSubKernel.cu's CUDAFunctor_add: self + alpha * other in float.
+template <typename scalar_t>
+struct AtenAdd {
+  using opmath_t = at::opmath_type<scalar_t>;
+  opmath_t alpha_;
+  __device__ scalar_t operator()(scalar_t self, scalar_t other) const {
+    return static_cast<opmath_t>(self) + alpha_ * static_cast<opmath_t>(other);
+  }
+};
+
+// The same kernel with our element rule: a + b in float (FADD, no alpha).
+template <typename scalar_t>
+struct PlainAdd {
+  using opmath_t = at::opmath_type<scalar_t>;
+  __device__ scalar_t operator()(scalar_t self, scalar_t other) const {
+    return static_cast<opmath_t>(self) + static_cast<opmath_t>(other);
+  }
+};
+
+// As gpu_kernel launches it for contiguous tensors: 128 threads, a grid over
+// io_block_work_size elements, `vec` elements per access (8 for 2-byte types on
+// sm_90).
+template <typename F, int vec>
+int launch_aten(F f, const void* a, const void* b, void* out, int64_t n,
+                cudaStream_t stream) {
+  using namespace at::native;
+  std::array<char*, 3> data{static_cast<char*>(out), (char*)a, (char*)b};
+  constexpr auto io_size = calc_io_size<F>();
+  const int64_t grid =
+      (n + io_block_work_size<io_size>() - 1) / io_block_work_size<io_size>();
+  vectorized_elementwise_kernel<vec, F, std::array<char*, 3>>
+      <<<grid, num_threads(), 0, stream>>>((int)n, f, data);
+  return (int)cudaGetLastError();
+}
+
+// ATen's structure written out by hand for bfloat16: a block-level "full
+// block?" test on `remaining`, one 16-byte load per input per thread, float
+// add, one packed store; the last block element by element. I: int (ATen's
+// index) or int64_t (ours).
+__device__ __forceinline__ uint32_t add_bf16x2(uint32_t x, uint32_t y) {
+  const float2 fx = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&x));
+  const float2 fy = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&y));
+  __nv_bfloat162 r = __floats2bfloat162_rn(fx.x + fy.x, fx.y + fy.y);
+  return *reinterpret_cast<uint32_t*>(&r);
+}
+
+template <typename I>
+__global__ void __launch_bounds__(128)
+    aten_shape_by_hand(I n, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                       __nv_bfloat16* out) {
+  constexpr int kBlockWork = 1024;
+  const I base = (I)kBlockWork * (I)blockIdx.x;
+  const I remaining = n - base;
+  if (remaining >= kBlockWork) {
+    const uint4 x = reinterpret_cast<const uint4*>(a + base)[threadIdx.x];
+    const uint4 y = reinterpret_cast<const uint4*>(b + base)[threadIdx.x];
+    uint4 r;
+    r.x = add_bf16x2(x.x, y.x);
+    r.y = add_bf16x2(x.y, y.y);
+    r.z = add_bf16x2(x.z, y.z);
+    r.w = add_bf16x2(x.w, y.w);
+    reinterpret_cast<uint4*>(out + base)[threadIdx.x] = r;
+  } else {
+    for (I i = threadIdx.x; i < remaining; i += 128) {
+      out[base + i] = __float2bfloat16(__bfloat162float(a[base + i]) +
+                                       __bfloat162float(b[base + i]));
+    }
+  }
+}
+
+template <typename I>
+int launch_by_hand(const void* a, const void* b, void* out, int64_t n,
+                   cudaStream_t stream) {
+  aten_shape_by_hand<I><<<(n + 1023) / 1024, 128, 0, stream>>>(
+      (I)n, static_cast<const __nv_bfloat16*>(a),
+      static_cast<const __nv_bfloat16*>(b), static_cast<__nv_bfloat16*>(out));
+  return (int)cudaGetLastError();
+}
+
+const char* const kNames[] = {"aten-vec8", "aten-vec4", "aten-vec8-fadd",
+                              "by-hand-i32", "by-hand-i64"};
+
+}  // namespace
+
+extern "C" int tune_variant_count() {
+  return (int)(sizeof(kNames) / sizeof(kNames[0]));
+}
+
+extern "C" const char* tune_variant_name(int v) { return kNames[v]; }
+
+// 1 when variant v has dtype (0 float32, 1 bfloat16): the by-hand ones are
+// bfloat16 only.
+extern "C" int tune_variant_supports(int v, int dtype) {
+  return dtype == 1 || (dtype == 0 && v <= 2);
+}
+
+// dtype: 0 float32, 1 bfloat16 (the by-hand variants: bfloat16 only). Returns a
+// cudaError_t, or -2 for a variant/dtype pair that does not exist.
+extern "C" int tune_add(int v, int dtype, const void* a, const void* b,
+                        void* out, int64_t n, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  using BF16 = c10::BFloat16;
+  if (dtype == 1) {
+    switch (v) {
+      case 0: return launch_aten<AtenAdd<BF16>, 8>({1.0f}, a, b, out, n, s);
+      case 1: return launch_aten<AtenAdd<BF16>, 4>({1.0f}, a, b, out, n, s);
+      case 2: return launch_aten<PlainAdd<BF16>, 8>({}, a, b, out, n, s);
+      case 3: return launch_by_hand<int>(a, b, out, n, s);
+      case 4: return launch_by_hand<int64_t>(a, b, out, n, s);
+    }
+  } else if (dtype == 0) {
+    switch (v) {
+      case 0:
+      case 1: return launch_aten<AtenAdd<float>, 4>({1.0f}, a, b, out, n, s);
+      case 2: return launch_aten<PlainAdd<float>, 4>({}, a, b, out, n, s);
+    }
+  }
+  return -2;
+}
