@@ -86,6 +86,8 @@ def test_bad_arguments_are_refused(compiled):
          "last shape must have no up-to-bytes"),
         ("[default]\ninputs-1 = [{access = 4, block = 256, per-thread = 1}]\n", "access = 4"),
         ("[default]\ninputs-1 = [{access = 16, block = 100, per-thread = 1}]\n", "block 100"),
+        ("[default]\ninputs-1 = [{access = 16, block = 1056, per-thread = 1}]\n", "block 1056"),
+        ("[default]\ninputs-1 = [{access = 16, block = 16, per-thread = 1}]\n", "block 16"),
         ("[default]\ninputs-9 = [{access = 16, block = 256, per-thread = 1}]\n", "inputs-9"),
         ("[default]\ninputs-1.element-3 = [{access = 16, block = 256, per-thread = 1}]\n",
          "inputs-1.element-3"),
@@ -101,6 +103,13 @@ def test_a_bad_table_is_refused_with_its_fault(tmp_path, text, problem):
     path.write_text(text)
     with pytest.raises(LaunchShapeError, match=problem):
         launch_shapes.load(path)
+
+
+def test_a_block_need_not_be_a_power_of_two(tmp_path):
+    # 768 threads: two blocks fill 75% of an SM's threads (benchmarks/NOTES.md change 27).
+    path = tmp_path / "launch_shapes.toml"
+    path.write_text("[default]\ninputs-1 = [{access = 16, block = 768, per-thread = 1}]\n")
+    assert list(launch_shapes.load(path).compiled(False)) == [Shape(16, 768, 1)]
 
 
 def test_tuning_candidates_compile_only_when_asked(tmp_path, monkeypatch):

@@ -399,6 +399,11 @@ const Variant kVariants[] = {
     GRID_STRIDE("gs-w8-b4", uint2, 4),
     GRID_STRIDE("gs-w8-b8", uint2, 8),
     NARROW("w16-t64-v1", uint4, 64, 1, false),
+    // sweep 7: fewer resident warps through the block size alone: two
+    // 768-thread blocks fill 1536 of an SM's 2048 threads (75%, torch.add's
+    // bfloat16 occupancy, set by its registers), with no shared memory
+    VARIANT_T("t768-v1-ldnc", 768, 1, kLoadNonCoherent, kStoreDefault, int64_t),
+    VARIANT_T("t768-v1-plain", 768, 1, kLoadPlain, kStoreDefault, int64_t),
     CAPPED("t128-c32-b0", 128, kLoadPlain, 0, 32),
     CAPPED("t128-c32-b12", 128, kLoadPlain, 12, 32),
     CAPPED("t128-c32-b10", 128, kLoadPlain, 10, 32),

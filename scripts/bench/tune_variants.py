@@ -87,8 +87,12 @@ def summarize(rows: list[dict]) -> None:
         print(f"\n{dtype}")
         scored = []
         for impl in impls:
-            vs_add = [cells[k][impl] / cells[k]["torch.add"] for k in keys if 20 <= k[1] <= 24]
-            vs_peer = [cells[k][impl] / max(cells[k][p] for p in PEERS) for k in keys if k[1] >= 16]
+            # a variant that lacks this dtype (aten_variants.cu's bfloat16-only ones) has no cells
+            keys_of = [k for k in keys if impl in cells[k]]
+            vs_add = [cells[k][impl] / cells[k]["torch.add"] for k in keys_of if 20 <= k[1] <= 24]
+            vs_peer = [
+                cells[k][impl] / max(cells[k][p] for p in PEERS) for k in keys_of if k[1] >= 16
+            ]
             if not vs_peer:
                 continue
             gm = math.exp(statistics.fmean(math.log(r) for r in vs_peer))
