@@ -404,6 +404,7 @@ const Variant kVariants[] = {
     // bfloat16 occupancy, set by its registers), with no shared memory
     VARIANT_T("t768-v1-ldnc", 768, 1, kLoadNonCoherent, kStoreDefault, int64_t),
     VARIANT_T("t768-v1-plain", 768, 1, kLoadPlain, kStoreDefault, int64_t),
+    NARROW("w8-t768-v1", uint2, 768, 1, false),
     CAPPED("t128-c32-b0", 128, kLoadPlain, 0, 32),
     CAPPED("t128-c32-b12", 128, kLoadPlain, 12, 32),
     CAPPED("t128-c32-b10", 128, kLoadPlain, 10, 32),
