@@ -74,11 +74,13 @@ __device__ __forceinline__ uint32_t add_bf16x2(uint32_t x, uint32_t y) {
   return *reinterpret_cast<uint32_t*>(&r);
 }
 
+// ATen's launch on sm_90 for bfloat16: 128 threads, 8 elements each.
+constexpr int kAtenThreads = 128, kBlockWork = 1024;
+
 template <typename I>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(kAtenThreads)
     aten_shape_by_hand(I n, const __nv_bfloat16* a, const __nv_bfloat16* b,
                        __nv_bfloat16* out) {
-  constexpr int kBlockWork = 1024;
   const I base = (I)kBlockWork * (I)blockIdx.x;
   const I remaining = n - base;
   if (remaining >= kBlockWork) {
@@ -91,7 +93,7 @@ __global__ void __launch_bounds__(128)
     r.w = add_bf16x2(x.w, y.w);
     reinterpret_cast<uint4*>(out + base)[threadIdx.x] = r;
   } else {
-    for (I i = threadIdx.x; i < remaining; i += 128) {
+    for (I i = threadIdx.x; i < remaining; i += kAtenThreads) {
       out[base + i] = __float2bfloat16(__bfloat162float(a[base + i]) +
                                        __bfloat162float(b[base + i]));
     }
@@ -101,7 +103,8 @@ __global__ void __launch_bounds__(128)
 template <typename I>
 int launch_by_hand(const void* a, const void* b, void* out, int64_t n,
                    cudaStream_t stream) {
-  aten_shape_by_hand<I><<<(n + 1023) / 1024, 128, 0, stream>>>(
+  const int64_t grid = (n + kBlockWork - 1) / kBlockWork;
+  aten_shape_by_hand<I><<<grid, kAtenThreads, 0, stream>>>(
       (I)n, static_cast<const __nv_bfloat16*>(a),
       static_cast<const __nv_bfloat16*>(b), static_cast<__nv_bfloat16*>(out));
   return (int)cudaGetLastError();
@@ -156,7 +159,7 @@ __device__ __forceinline__ void aten_body(N_t n, F f, array_t data) {
 // (ATen's unrolled tail path takes 40-48 registers, which leaves room for
 // 10-12 blocks of 128 threads: 62-75% of the SM's threads).
 template <int kind, typename F, typename N_t, int kMinBlocks = 1>
-__global__ void __launch_bounds__(128, kMinBlocks)
+__global__ void __launch_bounds__(kAtenThreads, kMinBlocks)
     aten_copy(N_t n, F f, std::array<char*, 3> data) {
   aten_body<kind>(n, f, data);
 }
@@ -166,7 +169,7 @@ struct OurInputs {
 };
 
 template <typename F>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(kAtenThreads)
     aten_copy_our_params(OurInputs in, c10::BFloat16* out, long long n) {
   std::array<char*, 3> data{(char*)out, (char*)in.x[0], (char*)in.x[1]};
   aten_body<kCopy>((int)n, F{}, data);
@@ -176,23 +179,29 @@ int launch_bisect(int kind, const void* a, const void* b, void* out, int64_t n,
                   cudaStream_t stream) {
   using F = PlainAdd<c10::BFloat16>;
   std::array<char*, 3> data{static_cast<char*>(out), (char*)a, (char*)b};
-  const int64_t grid = (n + 1023) / 1024;
+  static_assert(
+      at::native::io_block_work_size<at::native::calc_io_size<F>()>() ==
+      kBlockWork);
+  const int64_t grid = (n + kBlockWork - 1) / kBlockWork;
   switch (kind) {
     case kCopy:
-      aten_copy<kCopy, F, int><<<grid, 128, 0, stream>>>((int)n, F{}, data);
+      aten_copy<kCopy, F, int>
+          <<<grid, kAtenThreads, 0, stream>>>((int)n, F{}, data);
       break;
     case kWide:
-      aten_copy<kWide, F, int64_t><<<grid, 128, 0, stream>>>(n, F{}, data);
+      aten_copy<kWide, F, int64_t>
+          <<<grid, kAtenThreads, 0, stream>>>(n, F{}, data);
       break;
     case kTailFirst:
       aten_copy<kTailFirst, F, int>
-          <<<grid, 128, 0, stream>>>((int)n, F{}, data);
+          <<<grid, kAtenThreads, 0, stream>>>((int)n, F{}, data);
       break;
     case kCopy16Blocks:
-      aten_copy<kCopy, F, int, 16><<<grid, 128, 0, stream>>>((int)n, F{}, data);
+      aten_copy<kCopy, F, int, 16>
+          <<<grid, kAtenThreads, 0, stream>>>((int)n, F{}, data);
       break;
     default:
-      aten_copy_our_params<F><<<grid, 128, 0, stream>>>(
+      aten_copy_our_params<F><<<grid, kAtenThreads, 0, stream>>>(
           OurInputs{{static_cast<const c10::BFloat16*>(a),
                      static_cast<const c10::BFloat16*>(b)}},
           static_cast<c10::BFloat16*>(out), (long long)n);

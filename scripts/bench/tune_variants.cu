@@ -170,11 +170,14 @@ int launch(const void* a, const void* b, void* out, int64_t n,
   return (int)cudaGetLastError();
 }
 
-// Sweep 6: does fewer resident warps help? torch.add's bfloat16 kernel (34
-// registers, 128 threads) keeps 12 blocks per SM resident where ours keeps 16
-// (Nsight Compute: 63% vs 80% warps active). Dynamic shared memory that the
-// kernel never touches caps the resident blocks per SM at kBlocks. Each variant
-// gets a kernel of its own (kTag), so that no attribute leaks into the others.
+// Sweep 6: meant to ask whether fewer resident warps help (torch.add's bfloat16
+// kernel keeps 12 blocks of 128 threads per SM, ours 16) by giving each block
+// dynamic shared memory it never touches, so that only kBlocks fit in the
+// carveout asked for. It does NOT cap them: Nsight Compute shows the driver
+// choosing a larger shared config and keeping 16 blocks resident (NOTES change
+// 26). What these variants do measure is the carveout's L1 cost; sweep 7 and
+// aten_variants.cu cap the resident blocks for real. Each variant gets a kernel
+// of its own (kTag), so that no attribute leaks into the others.
 template <typename T, int kThreads, int L, int kTag>
 __global__ void __launch_bounds__(kThreads)
     add_capped(const uint4* __restrict__ a, const uint4* __restrict__ b,
@@ -206,8 +209,10 @@ int launch_capped(const void* a, const void* b, void* out, int64_t n,
     int resident = 0;
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, kThreads,
                                                   smem);
+    // The occupancy API assumes the carveout asked for; the driver may not.
     fprintf(stderr,
-            "capped variant: %d threads, carveout %d%%, %d B shared, %d blocks/SM\n",
+            "capped variant: %d threads, carveout %d%%, %d B shared, occupancy "
+            "API: %d blocks/SM\n",
             kThreads, percent, smem, resident);
   }
   const int64_t n_vec = n * (int64_t)sizeof(T) / 16;
