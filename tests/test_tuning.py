@@ -350,10 +350,3 @@ def test_measure_refuses_a_round_count_it_cannot_use(bad, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "--rounds" in err and ("at least 1 round" in err or "not a whole number" in err)
-
-
-def test_mid_size_cells_take_more_rounds():
-    """1-64 MiB per tensor is where the shapes differ by less than a few rounds' spread
-    (benchmarks/NOTES.md change 29): those cells get three times the base rounds."""
-    assert [measure.rounds_for(k, 5) for k in (16, 19, 20, 26, 27, 30)] == [5, 5, 15, 15, 5, 5]
-    assert measure.rounds_for(23, 1) == 3

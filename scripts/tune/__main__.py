@@ -37,12 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("measure", help="time every compiled launch shape on this GPU")
     m.add_argument("--out", type=Path, default=MEASUREMENTS, help=f"default: {MEASUREMENTS}")
     m.add_argument("--quick", action="store_true", help="few sizes, one round (a dry run)")
-    m.add_argument(
-        "--rounds",
-        type=rounds_count,
-        default=None,
-        help="rounds per cell (default: 5; three times that at 1-64 MiB per tensor)",
-    )
+    m.add_argument("--rounds", type=rounds_count, default=None, help="rounds per cell (default: 5)")
     t = sub.add_parser("table", help="derive tuning/launch_shapes.toml from measurements")
     t.add_argument("csv", nargs="*", type=Path, help=f"default: every {MEASUREMENTS}/*.csv")
     t.add_argument(

@@ -34,17 +34,6 @@ REFERENCE, COPY = "reference", "copy"
 # Rounds per cell (3 before 2026-11-23's third pass): at 1-16 MiB per tensor the shapes
 # differ by less than the rounds spread, so more rounds steady the medians.
 ROUNDS = 5
-# At 1-64 MiB per tensor (10-100 us kernels) the rounds still spread 2-5% while the shapes
-# differ by 1-2%, and a single noisy median there once put a one-size sliver into a table
-# (benchmarks/NOTES.md change 29): those cells take three times the rounds, which narrows a
-# median's error by about sqrt(3). They are short, so this costs about a minute per GPU.
-MID_LOG2_BYTES = range(20, 27)
-MID_ROUNDS_FACTOR = 3
-
-
-def rounds_for(log2_bytes: int, rounds: int) -> int:
-    """Rounds for a cell of 2**log2_bytes per tensor, `rounds` being the base count."""
-    return rounds * MID_ROUNDS_FACTOR if log2_bytes in MID_LOG2_BYTES else rounds
 
 
 def vectorized_ops() -> dict[int, dict]:
@@ -120,6 +109,7 @@ def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> in
     facts = benchmark_facts(now)
     gpu = facts["GPU"]  # the GPU measured, the current device
     rounds = 1 if quick else ROUNDS if rounds is None else rounds
+    settings = Settings(5, 20, 0, 0, False, rounds=rounds)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{slug(gpu)}-{now:%Y-%m-%d}.csv"
     print("\n".join(f"{k}: {v}" for k, v in facts.items()), flush=True)
@@ -129,8 +119,6 @@ def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> in
         for inputs, op in vectorized_ops().items():
             for dtype in DTYPES:
                 for log2 in QUICK_LOG2_BYTES if quick else LOG2_BYTES:
-                    cell_rounds = rounds if quick else rounds_for(log2, rounds)
-                    settings = Settings(5, 20, 0, 0, False, rounds=cell_rounds)
                     times = time_cell(op, dtype, 2**log2, compiled, settings)
                     medians = {label: statistics.median(s) for label, s in times.items()}
                     for label, samples in times.items():
