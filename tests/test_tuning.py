@@ -225,24 +225,21 @@ def test_carried_shapes_are_at_most_max_shapes():
 
 
 def test_carried_shapes_are_picked_on_the_large_sizes():
-    """Only the sizes from PICK_FROM_BYTES count: 128 MiB per tensor, where one tuning run's
-    best shapes were also the next run's (change 29); 1-64 MiB did not carry over."""
-    pick = derive.PICK_FROM_BYTES
-    assert 64 * MiB < pick <= 128 * MiB
-    small = Shape(8, 512, 2)  # wins by far below the picking sizes, is slow from them
+    assert 512 * KiB < derive.PICK_FROM_BYTES <= MiB  # the cells below are on either side
+    small = Shape(8, 512, 2)  # wins by far under 1 MiB, is slow from it
     measurements = [
-        *cell(pick // 4, {small: 1.0, WIDE: 3.0, NARROW: 3.0, EIGHT: 3.0}),
-        *cell(pick // 2, {small: 1.0, WIDE: 3.0, NARROW: 3.0, EIGHT: 3.0}),
-        *cell(pick, {small: 1.5, WIDE: 1.0, NARROW: 1.2, EIGHT: 1.3}),
-        *cell(pick * 4, {small: 1.5, WIDE: 1.1, NARROW: 1.0, EIGHT: 1.3}),
+        *cell(256 * KiB, {small: 1.0, WIDE: 3.0, NARROW: 3.0, EIGHT: 3.0}),
+        *cell(512 * KiB, {small: 1.0, WIDE: 3.0, NARROW: 3.0, EIGHT: 3.0}),
+        *cell(1 * MiB, {small: 1.5, WIDE: 1.0, NARROW: 1.2, EIGHT: 1.3}),
+        *cell(4 * MiB, {small: 1.5, WIDE: 1.1, NARROW: 1.0, EIGHT: 1.3}),
     ]
-    # One shape: the least total log-slowdown from `pick`, WIDE (1.0 * 1.1 < 1.2 * 1.0).
+    # One shape: the least total log-slowdown from 1 MiB, WIDE (1.0 * 1.1 < 1.2 * 1.0).
     assert derive.carried_shapes(measurements, count=1) == {WIDE}
-    # Two: WIDE and NARROW leave no slowdown at all from `pick`; `small` is not picked.
+    # Two: WIDE and NARROW leave no slowdown at all from 1 MiB; `small` is not picked.
     assert derive.carried_shapes(measurements, count=2) == {WIDE, NARROW}
     assert small in derive.carried_shapes(measurements, count=4)  # only when all are
-    # Without the smaller sizes' cells, nothing changes: they do not count.
-    large = [x for x in measurements if x.nbytes >= pick]
+    # Without the small sizes' cells, nothing changes: they do not count.
+    large = [x for x in measurements if x.nbytes >= MiB]
     assert derive.carried_shapes(large, count=2) == {WIDE, NARROW}
 
 
@@ -353,45 +350,3 @@ def test_measure_refuses_a_round_count_it_cannot_use(bad, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "--rounds" in err and ("at least 1 round" in err or "not a whole number" in err)
-
-
-def test_a_days_runs_are_combined_by_their_median(tmp_path):
-    """Several runs of one GPU and day count as one: per cell the median time, so one run's
-    outlier does not pick the shape (change 29); an older day's run takes no part."""
-    runs = [
-        write_measurements(tmp_path / name, "Fake GPU A", date, scale=scale)
-        for name, date, scale in (
-            ("a-2026-02-01.csv", "2026-02-01", 1.0),
-            ("a-2026-02-01-2.csv", "2026-02-01", 2.0),
-            ("a-2026-02-01-3.csv", "2026-02-01", 10.0),
-            ("a-2026-01-01.csv", "2026-01-01", 1.5),
-        )
-    ]
-    combined = derive.latest_per_gpu(runs)
-    middle = derive.read_measurements(runs[1])
-    assert len(combined) == len(middle)
-
-    def key(x):
-        return (x.inputs, x.dtype, x.nbytes, x.shape)
-
-    assert {key(x): x.ms for x in combined} == {key(x): x.ms for x in middle}
-    (provenance,) = {x.provenance for x in combined}
-    day = ("a-2026-02-01-2.csv", "a-2026-02-01-3.csv", "a-2026-02-01.csv")
-    folder = "tuning/measurements/"
-    assert provenance == (
-        "Fake GPU A, driver 580.1, torch 2.11.0+cu130, 2026-02-01: "
-        + " + ".join(folder + name for name in day)
-    )
-    text = derive.table_text(combined, "")
-    assert all(name in text for name in day) and "a-2026-01-01.csv" not in text
-
-
-def test_a_later_run_of_the_day_is_written_next_to_the_first(tmp_path):
-    first = measure.new_run_path(tmp_path, "gpu-2026-02-01")
-    assert first.name == "gpu-2026-02-01.csv"
-    first.write_text("run 1")
-    second = measure.new_run_path(tmp_path, "gpu-2026-02-01")
-    assert second.name == "gpu-2026-02-01-2.csv"
-    second.write_text("run 2")
-    assert measure.new_run_path(tmp_path, "gpu-2026-02-01").name == "gpu-2026-02-01-3.csv"
-    assert first.read_text() == "run 1"

@@ -2,12 +2,9 @@
 tuning/launch_shapes.toml. Pure: no GPU, no torch; tests/test_tuning.py runs it on made-up
 numbers.
 
-Each GPU's newest day of measurements is used; several runs of that day count as one, per cell
-the median of their times (combine_runs).
-
 A shape's slowdown in a cell (GPU, inputs, dtype, size) is its time over the fastest shape's
 there. First the few shapes the wheel will carry are picked (MAX_SHAPES, greedily: each the one
-that most lowers the sum, over the cells of >= 128 MiB, of the log of the best slowdown left):
+that most lowers the sum, over the cells of >= 1 MiB, of the log of the best slowdown left):
 every shape costs kernels, wheel bytes and first-call time. Then, per GPU, number of inputs and
 element size (the best shape differs between float32 and bfloat16), each measured size takes
 the carried shape whose worst slowdown over the dtypes of that size is least; a size keeps the
@@ -25,9 +22,8 @@ import csv
 import json
 import math
 import re
-import statistics
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from buildtools.launch_shapes import (
@@ -48,14 +44,10 @@ MAX_SHAPES = 6
 # A size keeps the shape below it within the cell's spread, but never one more than 0.5% slower
 # (a few-microsecond cell's spread, 5-15%, would keep anything).
 MAX_TOLERANCE = 0.005
-# The carried shapes are picked on the sizes whose measurements carry over from one tuning run to
-# the next, >= 128 MiB per tensor (benchmarks/NOTES.md change 29): at 1-64 MiB a run's best shapes
-# were not the next run's, so a pick summed over those sizes followed their noise (and dropped the
-# H100's 8-byte shapes); below 1 MiB a cell's spread (5-15%) is larger than any shape's effect.
-PICK_FROM_BYTES = 2**27
+# The carried shapes are picked on the bandwidth-bound sizes (>= 1 MiB per tensor): below it a
+# kernel takes a few microseconds and a cell's spread (5-15%) is larger than any shape's effect.
+PICK_FROM_BYTES = 2**20
 NOT_SHAPES = ("reference", "copy")
-# The measurement files a provenance names (a GPU's may join several runs of a day).
-SOURCE_FILE = re.compile(r"tuning/measurements/[^\s;+,)]+\.csv")
 
 
 @dataclass(frozen=True)
@@ -223,7 +215,7 @@ def _preamble(path: Path) -> str:
 
 def table_text(measurements: list[Measurement], preamble: str) -> str:
     gpus = sorted({m.gpu for m in measurements})
-    sources = sorted({f for m in measurements for f in SOURCE_FILE.findall(m.provenance)})
+    sources = sorted({m.provenance.split(": ")[1] for m in measurements})
     parts = [preamble]
     carried = carried_shapes(measurements)
     parts.append(_table_text(f"\n[{DEFAULT}]", "least worst slowdown over " + ", ".join(gpus)
@@ -236,49 +228,16 @@ def table_text(measurements: list[Measurement], preamble: str) -> str:
     return "".join(parts)
 
 
-def _date(m: Measurement) -> str:
-    return m.provenance.split(", ")[-1].split(":")[0]
-
-
-def combine_runs(runs: list[list[Measurement]]) -> list[Measurement]:
-    """One GPU's runs of one day as one measurement: per cell the median of the runs' times and
-    the largest of their spreads. At 1-64 MiB per tensor a table derived from one run does not
-    hold on the next (benchmarks/NOTES.md change 29): the noise there is run to run."""
-    cells: dict[tuple, list[Measurement]] = defaultdict(list)
-    for run in runs:
-        for m in run:
-            cells[(m.inputs, m.dtype, m.nbytes, m.shape)].append(m)
-    prefix = {m.provenance.split(": ")[0] for run in runs for m in run}
-    files = sorted({m.provenance.split(": ")[1] for run in runs for m in run})
-    provenance = (
-        f"{prefix.pop()}: {' + '.join(files)}" if len(prefix) == 1
-        else " + ".join(sorted({m.provenance for run in runs for m in run}))
-    )  # fmt: skip
-    return [
-        replace(
-            same[0],
-            provenance=provenance,
-            ms=statistics.median(m.ms for m in same),
-            spread=max(m.spread for m in same),
-        )  # fmt: skip
-        for same in cells.values()
-    ]
-
-
 def latest_per_gpu(paths: list[Path]) -> list[Measurement]:
-    """Per GPU, its runs of the newest date (files <gpu>-<date>.csv, a later run of that day
-    <gpu>-<date>-2.csv, ...), combined by combine_runs."""
-    runs: dict[str, dict[str, list[list[Measurement]]]] = defaultdict(lambda: defaultdict(list))
+    """Every measurement of the newest file per GPU (files are named <gpu>-<date>.csv)."""
+    newest: dict[str, tuple[str, list[Measurement]]] = {}
     for path in paths:
         rows = read_measurements(path)
         for gpu in {m.gpu for m in rows}:
-            mine = [m for m in rows if m.gpu == gpu]
-            runs[gpu][max(map(_date, mine))].append(mine)
-    out: list[Measurement] = []
-    for by_date in runs.values():
-        newest = by_date[max(by_date)]
-        out += newest[0] if len(newest) == 1 else combine_runs(newest)
-    return out
+            date = max(m.provenance.split(", ")[-1] for m in rows if m.gpu == gpu)
+            if gpu not in newest or date > newest[gpu][0]:
+                newest[gpu] = (date, [m for m in rows if m.gpu == gpu])
+    return [m for _, rows in newest.values() for m in rows]
 
 
 def write_table(paths: list[Path], path: Path = TABLE_FILE, check: bool = False) -> int:

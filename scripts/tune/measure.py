@@ -7,9 +7,8 @@ before each call, median), the shapes interleaved in rounds, each round on fresh
 median round kept. Each shape is forced through cuda_ext_example._C.force_launch_shape, and
 its output is checked against the reference before it is timed.
 
-Writes <out>/<gpu-slug>-<date>.csv (a later run that day: -2.csv, ...), one row per (op,
-dtype, bytes, shape), with the GPU, driver, torch and date on every row (the table's
-provenance).
+Writes <out>/<gpu-slug>-<date>.csv, one row per (op, dtype, bytes, shape), with the GPU,
+driver, torch and date on every row (the table's provenance).
 """
 
 from __future__ import annotations
@@ -89,15 +88,6 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
     return times
 
 
-def new_run_path(out_dir: Path, stem: str) -> Path:
-    """<stem>.csv, or for a later run of the same GPU and day <stem>-2.csv, -3, ...: a run never
-    overwrites another; scripts.tune table combines a day's runs."""
-    path, run = out_dir / f"{stem}.csv", 2
-    while path.exists():
-        path, run = out_dir / f"{stem}-{run}.csv", run + 1
-    return path
-
-
 def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> int:
     import torch
 
@@ -121,7 +111,7 @@ def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> in
     rounds = 1 if quick else ROUNDS if rounds is None else rounds
     settings = Settings(5, 20, 0, 0, False, rounds=rounds)
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = new_run_path(out_dir, f"{slug(gpu)}-{now:%Y-%m-%d}")
+    path = out_dir / f"{slug(gpu)}-{now:%Y-%m-%d}.csv"
     print("\n".join(f"{k}: {v}" for k, v in facts.items()), flush=True)
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
