@@ -222,14 +222,17 @@ extern "C" int tune_variant_count() {
 
 extern "C" const char* tune_variant_name(int v) { return kNames[v]; }
 
-// 1 when variant v has dtype (0 float32, 1 bfloat16): variants 3-9 are
-// bfloat16 only.
+// Variants 0..kWithFloat32-1 (ATen's own kernel) have float32 too; the others
+// are written for bfloat16 only.
+constexpr int kWithFloat32 = 3;
+
+// 1 when variant v has dtype (0 float32, 1 bfloat16).
 extern "C" int tune_variant_supports(int v, int dtype) {
-  return dtype == 1 || (dtype == 0 && v <= 2);
+  return dtype == 1 || (dtype == 0 && v < kWithFloat32);
 }
 
-// dtype: 0 float32, 1 bfloat16 (variants 3-9: bfloat16 only). Returns a
-// cudaError_t, or -2 for a variant/dtype pair that does not exist.
+// dtype: 0 float32, 1 bfloat16. Returns a cudaError_t, or -2 for a
+// variant/dtype pair that tune_variant_supports says does not exist.
 extern "C" int tune_add(int v, int dtype, const void* a, const void* b,
                         void* out, int64_t n, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
@@ -248,6 +251,7 @@ extern "C" int tune_add(int v, int dtype, const void* a, const void* b,
       case 9: return launch_bisect(v - 5, a, b, out, n, s);
     }
   } else if (dtype == 0) {
+    static_assert(kWithFloat32 == 3, "the float32 cases below: 0, 1, 2");
     switch (v) {
       case 0:
       case 1: return launch_aten<AtenAdd<float>, 4>({1.0f}, a, b, out, n, s);

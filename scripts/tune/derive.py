@@ -38,7 +38,7 @@ from buildtools.launch_shapes import (
 from buildtools.ops import DTYPES
 
 # Six, not five (2026-11-26): with 768-thread blocks among the candidates, the best five were all
-# 16-byte shapes and the H100 lost its 8-byte lead at >= 128 MiB (0.7-1.1%, in cells whose
+# 16-byte shapes and the H100 lost its 8-byte lead at >= 128 MiB (0.4-1.1%, in cells whose
 # rounds spread 0.1-0.6%); the sixth is that 8-byte shape. A shape adds about 20 kernels.
 MAX_SHAPES = 6
 # A size keeps the shape below it within the cell's spread, but never one more than 0.5% slower
