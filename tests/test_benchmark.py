@@ -477,30 +477,98 @@ def test_module_imports_no_gpu_stack():
 
 
 def test_rounds_are_interleaved_and_summarised(monkeypatch):
-    calls = []
+    rounds = []
     fake_ms = {"x": iter([1.0, 3.0, 2.0]), "y": iter([5.0, 5.0, 5.0])}
 
-    def fake_bench_ms(fn, settings):
-        name = fn()
-        calls.append(name)
-        return next(fake_ms[name])
+    def fake_interleaved_ms(calls, settings):
+        rounds.append([call() for call in calls.values()])
+        return {name: next(fake_ms[name]) for name in calls}
 
-    monkeypatch.setattr(benchmark, "bench_ms", fake_bench_ms)
+    monkeypatch.setattr(benchmark, "interleaved_ms", fake_interleaved_ms)
     settings = benchmark.Settings(1, 1, 0, 0, False, rounds=3)
     fresh = []
 
     def round_impls():  # what each round gets: calls bound to fresh inputs
-        fresh.append(len(calls))
+        fresh.append(len(rounds))
         return {"x": lambda: "x", "y": lambda: "y"}
 
     times = benchmark.time_rounds(round_impls, settings)
-    # Round-robin, not one block per implementation; every other round reversed, so
-    # that neither always runs first.
-    assert calls == ["x", "y", "y", "x", "x", "y"]
-    assert fresh == [0, 2, 4]  # new inputs before each round, not one allocation for all
+    # One interleaved_ms per round over every implementation; every other round reversed, so
+    # that neither always follows the other.
+    assert rounds == [["x", "y"], ["y", "x"], ["x", "y"]]
+    assert fresh == [0, 1, 2]  # new inputs before each round, not one allocation for all
+    assert times == {"x": [1.0, 3.0, 2.0], "y": [5.0, 5.0, 5.0]}
     record = report.record_from_rounds(2**20, "float32", "x", times["x"])
     assert record.ms == 2.0 and record.spread_pct == pytest.approx(100.0)
+    assert record.rounds_ms == (1.0, 3.0, 2.0)
     assert record.gbps == pytest.approx(report.traffic_gbps(2**20, "float32", 2.0))
+
+
+def fake_do_bench(untimed: int, timed_ms: list[float], seen: list):
+    """A do_bench that calls fn `untimed` times (its first call, estimate and warm-up), then
+    once per entry of timed_ms, and returns those as return_mode="all" does."""
+
+    def do_bench(fn, warmup, rep, return_mode):
+        seen.append((warmup, rep, return_mode))
+        for _ in range(untimed):
+            fn()
+        return [(fn(), ms)[1] for ms in timed_ms]
+
+    return do_bench
+
+
+def test_interleaved_ms_goes_round_the_calls_in_one_do_bench():
+    ran, seen = [], []
+    calls = {name: (lambda name=name: ran.append(name)) for name in ("x", "y", "z")}
+    settings = benchmark.Settings(2, 10, 0, 0, False)
+    # 3 warm calls of its own, then 8 untimed calls in do_bench: its timed calls start at z.
+    do_bench = fake_do_bench(8, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0], seen)
+    got = benchmark.interleaved_ms(calls, settings, do_bench)
+    assert ran[:3] == ["x", "y", "z"]  # each once before do_bench estimates a call's time
+    assert ran[3:] == ["x", "y", "z"] * 5
+    # Timed: z x y z x y z -> z gets 1, 4, 7; x 2, 5; y 3, 6. Medians of each one's own calls.
+    assert got == {"z": 4.0, "x": 3.5, "y": 4.5}
+    # do_bench's budgets grow with the number of calls, so each gets what a do_bench of its
+    # own would have given it.
+    assert seen == [(6, 30, "all")]
+
+
+def test_interleaved_ms_refuses_a_call_it_did_not_time():
+    calls = {"x": lambda: None, "y": lambda: None}
+    do_bench = fake_do_bench(0, [1.0], [])  # one timed call: y never ran timed
+    with pytest.raises(RuntimeError, match="no call of y"):
+        benchmark.interleaved_ms(calls, benchmark.Settings(1, 1, 0, 0, False), do_bench)
+
+
+def test_ratio_spread_is_the_spread_of_the_ratio_round_by_round():
+    # A slow round slows both implementations alike: each record spreads 20%, their ratio not
+    # at all; so a 1% miss is not noise.
+    ours = report.record_from_rounds(2**20, "float32", "my_fast_add", [1.01, 1.212, 1.01])
+    peer = report.record_from_rounds(2**20, "float32", "torch.add", [1.0, 1.2, 1.0])
+    assert ours.spread_pct == pytest.approx(20.0, abs=0.1)
+    assert report.ratio_spread_pct(ours, peer) == pytest.approx(0.0, abs=1e-9)
+    # Rounds that disagree: the ratio's own range over its median.
+    peer = report.record_from_rounds(2**20, "float32", "torch.add", [1.0, 1.212, 0.98])
+    ratios = sorted([1.0 / 1.01, 1.212 / 1.212, 0.98 / 1.01])
+    assert report.ratio_spread_pct(ours, peer) == pytest.approx(
+        (ratios[-1] - ratios[0]) / ratios[1] * 100
+    )
+    # Without both records' rounds (a CSV read back): the larger of the two spreads.
+    bare = report.make_record(2**20, "float32", "torch.add", 1.0, spread_pct=3.0)
+    assert report.ratio_spread_pct(ours, bare) == pytest.approx(20.0, abs=0.1)
+
+
+def test_a_miss_judged_against_the_ratio_spread_not_the_records(tmp_path):
+    # torch.add is the best peer at 2^22; my_fast_add is 1% behind it in every round while
+    # both swing 20% round to round: a steady 1% deficit, not noise.
+    def cell(impl, scale):
+        return report.record_from_rounds(2**22, "float32", impl,
+                                         [scale * t for t in (1.0, 1.2, 1.0)])  # fmt: skip
+
+    records = [cell("torch.add", 1.0), cell("triton", 1.05), cell("my_fast_add", 1.0101)]
+    target = report.evaluate_targets(records, ROOFLINE, HOST_US)[0]
+    assert target.status == MISS
+    assert "0 of those within the spread of the rounds" in target.measured
 
 
 def test_host_times_are_the_best_of_interleaved_rounds(monkeypatch):

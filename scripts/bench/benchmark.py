@@ -10,8 +10,9 @@ project's my_add and my_fast_add. Every one returns a new tensor, so they do the
 read a and b, write the output.
 
 Timing: triton.testing.do_bench (CUDA events around each call, L2 flushed before each
-call, median of the repetitions). GB/s counts the 3 tensors of traffic. The roofline is the
-bandwidth of a device-to-device copy of 1 GiB (bytes read + written).
+call), one do_bench per round over the implementations called in turn, each one's median of
+its calls. GB/s counts the 3 tensors of traffic. The roofline is the bandwidth of a
+device-to-device copy of 1 GiB (bytes read + written).
 
 Launch overhead: for tiny tensors the GPU time is not what the user waits for, the host
 time per call is, so it is measured separately (see run_host_times).
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -252,24 +254,63 @@ def check_outputs(impls: dict[str, Callable], a, b, label: str) -> None:
             raise SystemExit(f"FAIL {name} {label}: {bad} elements differ from torch.add")
 
 
-# How time_rounds orders a cell's rounds, for the settings line of each result.
-ROUND_ORDER = "interleaved rounds, every other one in reverse order"
+# How time_rounds times a cell, for the settings line of each result.
+ROUND_ORDER = (
+    "rounds, in each one do_bench over the implementations called in turn (every other "
+    "round in reverse order)"
+)
+
+
+def interleaved_ms(
+    calls: dict[str, Callable[[], object]], settings: Settings, do_bench: Callable | None = None
+) -> dict[str, float]:
+    """name -> the median GPU ms of its calls, from ONE triton.testing.do_bench over a function
+    that runs the calls in turn, so that do_bench's timed calls go round the implementations.
+
+    Why not one do_bench per implementation: on the lent H200 every kernel of one 40-100 ms
+    stretch can run about 0.5 us slower than in the next, the same for every implementation
+    (benchmarks/NOTES.md change 31). With a do_bench each, that offset - 3% of a 2^22 float32
+    add - fell on one implementation and not on the next and decided the mid-size verdicts;
+    called in turn they all sample the same stretches, and the round-to-round range of their
+    ratio fell from 6-12% to 0.4-1.8% at 2^21..2^23 (8 rounds). do_bench still flushes L2
+    before every call. Each call runs once first, so that a compile or a first load stays out
+    of do_bench's estimate of the time per call (which sets how many calls it times)."""
+    if do_bench is None:
+        from triton.testing import do_bench
+    names = list(calls)
+    for call in calls.values():
+        call()
+    order: list[str] = []
+
+    def next_call() -> object:
+        name = names[len(order) % len(names)]
+        order.append(name)
+        return calls[name]()
+
+    times = do_bench(next_call, warmup=settings.warmup_ms * len(names),
+                     rep=settings.rep_ms * len(names), return_mode="all")  # fmt: skip
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    timed = order[len(order) - len(times) :]  # do_bench's timed calls are its last ones
+    for name, ms in zip(timed, times, strict=True):
+        samples[name].append(ms)
+    untimed = [name for name, got in samples.items() if not got]
+    if untimed:
+        raise RuntimeError(f"do_bench timed no call of {', '.join(untimed)}: raise rep_ms")
+    return {name: statistics.median(got) for name, got in samples.items()}
 
 
 def time_rounds(round_impls: Callable[[], dict[str, Callable[[], object]]], settings: Settings):
-    """name -> do_bench ms of each call round_impls() returns, one per round. Each round
-    calls round_impls() for calls on freshly allocated tensors, so a cell samples where its
-    buffers land instead of resting on one allocation (benchmarks/NOTES.md change 19: about
-    one point of spread at 1-16 MiB). Round-robin within a round: clock or thermal drift
-    during a cell then hits every implementation alike, not just one. Every other round
-    runs in reverse order, so that no implementation always runs in the same place of a
-    round or right after the same neighbour (a fixed order would give the last one the
-    GPU the others left behind, every round)."""
+    """name -> ms of each call round_impls() returns, one per round (interleaved_ms). Each
+    round calls round_impls() for calls on freshly allocated tensors, so a cell samples where
+    its buffers land instead of resting on one allocation (benchmarks/NOTES.md change 19).
+    Every other round turns the order round, so that no implementation always runs right
+    after the same neighbour."""
     times: dict[str, list[float]] = {}
     for index in range(settings.rounds):
         calls = list(round_impls().items())
-        for name, call in reversed(calls) if index % 2 else calls:
-            times.setdefault(name, []).append(bench_ms(call, settings))
+        ordered = dict(reversed(calls) if index % 2 else calls)
+        for name, ms in interleaved_ms(ordered, settings).items():
+            times.setdefault(name, []).append(ms)
     return times
 
 
@@ -368,8 +409,9 @@ def collect_meta(now: datetime, settings: Settings) -> dict[str, str]:
     compile_mode = "dynamic shapes" if settings.compile_dynamic else "static shapes, per size"
     return {
         **benchmark_facts(now),
-        "settings": f"do_bench warmup={settings.warmup_ms} ms rep={settings.rep_ms} ms "
-        f"(median of {settings.rounds} {ROUND_ORDER}, each on fresh tensors); host: best "
+        "settings": f"do_bench warmup={settings.warmup_ms} ms rep={settings.rep_ms} ms per "
+        f"implementation (median of {settings.rounds} {ROUND_ORDER}, each on fresh tensors); "
+        "host: best "
         f"of {settings.host_repeats} interleaved rounds of "
         f"{settings.host_calls} calls; "
         f"torch.compile {compile_mode}",

@@ -10,13 +10,13 @@ kernel) and the lecture's row-wise Triton kernel (triton_square.py), then my_squ
 returns a new tensor: read x, write x * x. Every one must equal torch.square bitwise before
 it is timed.
 
-Timing is benchmark.py's: triton.testing.do_bench (CUDA events, L2 flushed before each call,
-median), rounds interleaved across implementations, median and spread of the rounds;
-GB/s = 2 * numel * 4 bytes / time; the roofline is benchmark.py's 1 GiB copy.
+Timing is benchmark.py's: triton.testing.do_bench (CUDA events, L2 flushed before each call),
+in each round one do_bench over the implementations called in turn, median and spread of the
+rounds; GB/s = 2 * numel * 4 bytes / time; the roofline is benchmark.py's 1 GiB copy.
 
-Verdict: my_square >= 1.00x the best peer at every N. A miss by less than the spread of the
-rounds (the larger of my_square's and the best peer's) is still a miss, and is reported as
-one that noise could explain.
+Verdict: my_square >= 1.00x the best peer at every N. A miss by less than the round-to-round
+spread of that ratio (report.ratio_spread_pct) is still a miss, and is reported as one that
+noise could explain.
 
 Outputs, in --out: square-<gpu-name-slug>-<YYYY-MM-DD>.md, .csv and .png, and the table
 and the verdict on stdout. With no CUDA GPU it says so in one line and exits 0.
@@ -116,7 +116,7 @@ class Cell:
     cols: int
     ours: Row
     best_peer: Record
-    spread_pct: float  # the larger spread of the two compared records
+    spread_pct: float  # the round-to-round spread of the ratio (report.ratio_spread_pct)
 
     @property
     def verdict(self) -> str:
@@ -138,7 +138,7 @@ def cells(rows: Sequence[Row]) -> list[Cell]:
         if ours is None or not peers:
             continue
         best = max(peers, key=lambda r: r.gbps)
-        spread = max(ours.record.spread_pct, best.spread_pct)
+        spread = report.ratio_spread_pct(ours.record, best)
         out.append(Cell(cols_of(ours.record), ours, best, spread))
     return out
 
@@ -257,8 +257,9 @@ def render_markdown(
         f"A ({ROWS}, N) {DTYPE} matrix squared by each implementation (a new output each "
         "call). GB/s = 2 * numel * 4 bytes / time (x read, out written). Times are "
         "CUDA-event medians from `triton.testing.do_bench` (L2 flushed before every call), "
-        "each the median of interleaved rounds; spread = (slowest - fastest round) / median, "
-        "the larger of my_square's and the best peer's. "
+        "each the median of rounds, in each of which one do_bench called every "
+        "implementation in turn; spread = the round-to-round spread of my_square's ratio to "
+        "the best peer, (largest - smallest) / median. "
         f"Copy roofline: **{roofline_gbps:.1f} GB/s** (`dst.copy_(src)` of 1 GiB).",
         "",
         "## Verdict",
@@ -459,8 +460,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     compile_mode = "dynamic shapes" if settings.compile_dynamic else "static shapes, per N"
     meta = {
         **benchmark_facts(now),
-        "settings": f"do_bench warmup={settings.warmup_ms} ms rep={settings.rep_ms} ms "
-        f"(median), {settings.rounds} {benchmark.ROUND_ORDER}; torch.compile {compile_mode}",
+        "settings": f"do_bench warmup={settings.warmup_ms} ms rep={settings.rep_ms} ms per "
+        f"implementation (median), {settings.rounds} {benchmark.ROUND_ORDER}; "
+        f"torch.compile {compile_mode}",
     }
     print("\n".join(f"{k}: {v}" for k, v in meta.items()), flush=True)
 

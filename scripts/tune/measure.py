@@ -3,9 +3,10 @@ inputs the declared ops have, in float32 and bfloat16, at tensor sizes of 64 KiB
 next to the op's torch reference and a copy that moves the same bytes, for context.
 
 Method (scripts/bench/benchmark.py's): triton.testing.do_bench (CUDA events, L2 flushed
-before each call, median), the shapes interleaved in rounds, each round on fresh tensors, the
-median round kept. Each shape is forced through cuda_ext_example._C.force_launch_shape, and
-its output is checked against the reference before it is timed.
+before each call), in each round one do_bench over the shapes called in turn
+(benchmark.interleaved_ms), each round on fresh tensors, the median round kept. Each shape
+is forced through cuda_ext_example._C.force_launch_shape, and its output is checked against
+the reference before it is timed.
 
 Writes <out>/<gpu-slug>-<date>.csv, one row per (op, dtype, bytes, shape), with the GPU,
 driver, torch and date on every row (the table's provenance).
@@ -21,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from buildtools.launch_shapes import Shape, load
-from scripts.bench.benchmark import Settings, bench_ms, size_matched_copy
+from scripts.bench.benchmark import Settings, interleaved_ms, size_matched_copy
 from scripts.bench.report import slug
 from scripts.gpu.facts import benchmark_facts
 
@@ -47,12 +48,21 @@ def vectorized_ops() -> dict[int, dict]:
     return dict(sorted(found.items()))
 
 
+def forced(index: int, fn):
+    """fn() in launch shape `index` of the compiled ones (-1: the table's own choice)."""
+    from cuda_ext_example import _C
+
+    _C.force_launch_shape(index)
+    return fn()
+
+
 def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: Settings):
     """{shape label: [ms per round]} for one op, dtype and size.
 
     Each round runs on freshly allocated tensors, so a cell samples where its buffers land
-    instead of resting on one allocation; the shapes are interleaved within a round. At
-    1-16 MiB per tensor the rounds still spread 4-12% (benchmarks/NOTES.md change 19)."""
+    instead of resting on one allocation; within a round the shapes take turns call by call
+    in one do_bench, so a slow stretch of the GPU slows them all alike (benchmarks/NOTES.md
+    change 31: until then each shape's do_bench window decided 2-4% at 1-32 MiB)."""
     import torch
 
     from cuda_ext_example import _C
@@ -79,10 +89,11 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
                         raise SystemExit(f"shape {label} of {op['name']} {dtype} n={n} differs "
                                          f"from {op['reference']}")  # fmt: skip
                 del expected
-            for label, (index, fn) in impls.items():
-                _C.force_launch_shape(index)
-                times[label].append(bench_ms(fn, settings))
-            del inputs, impls
+            calls = {label: functools.partial(forced, index, fn)
+                     for label, (index, fn) in impls.items()}  # fmt: skip
+            for label, ms in interleaved_ms(calls, settings).items():
+                times[label].append(ms)
+            del inputs, impls, calls
     finally:
         _C.force_launch_shape(-1)
     return times
