@@ -569,6 +569,15 @@ def test_a_miss_judged_against_the_ratio_spread_not_the_records(tmp_path):
     target = report.evaluate_targets(records, ROOFLINE, HOST_US)[0]
     assert target.status == MISS
     assert "0 of those within the spread of the rounds" in target.measured
+    # The rounds travel to the CSV, so that a ratio's spread can be redone from it.
+    path = tmp_path / "cells.csv"
+    report.write_csv(report.annotate(records, ROOFLINE), path)
+    with path.open() as f:
+        rounds = {r["impl"]: r["rounds_ms"] for r in csv.DictReader(f)}
+    assert rounds["torch.add"] == "1;1.2;1"
+    assert [float(x) for x in rounds["my_fast_add"].split(";")] == pytest.approx(
+        [1.0101, 1.21212, 1.0101]
+    )
 
 
 def test_host_times_are_the_best_of_interleaved_rounds(monkeypatch):

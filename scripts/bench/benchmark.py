@@ -269,7 +269,7 @@ def interleaved_ms(
 
     Why not one do_bench per implementation: on the lent H200 every kernel of one 40-100 ms
     stretch can run about 0.5 us slower than in the next, the same for every implementation
-    (benchmarks/NOTES.md change 31). With a do_bench each, that offset - 3% of a 2^22 float32
+    (benchmarks/NOTES.md change 32). With a do_bench each, that offset - 3% of a 2^22 float32
     add - fell on one implementation and not on the next and decided the mid-size verdicts;
     called in turn they all sample the same stretches, and the round-to-round range of their
     ratio fell from 6-12% to 0.4-1.8% at 2^21..2^23 (8 rounds). do_bench still flushes L2

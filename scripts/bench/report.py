@@ -58,6 +58,7 @@ CSV_COLUMNS = (
     "pct_roofline",
     "ratio_best_peer",
     "spread_pct",
+    "rounds_ms",  # each round's time, ';'-separated: a ratio's spread can be redone from these
 )
 
 
@@ -443,6 +444,7 @@ def write_csv(rows: Sequence[Row], path: Path) -> None:
                     f"{row.pct_roofline:.2f}",
                     "" if math.isnan(row.ratio_best_peer) else f"{row.ratio_best_peer:.4f}",
                     f"{r.spread_pct:.2f}",
+                    ";".join(f"{ms:.6g}" for ms in r.rounds_ms),
                 ]
             )
 

@@ -37,10 +37,12 @@ from buildtools.launch_shapes import (
 )
 from buildtools.ops import DTYPES
 
-# Six, not five (2026-11-26): with 768-thread blocks among the candidates, the best five were all
-# 16-byte shapes and the H100 lost its 8-byte lead at >= 128 MiB (0.4-1.1%, in cells whose
-# rounds spread 0.1-0.6%); the sixth is that 8-byte shape. A shape adds about 20 kernels.
-MAX_SHAPES = 6
+# Seven (benchmarks/NOTES.md change 33): timed with the shapes taking turns in one do_bench, the
+# 1-64 MiB cells tell the 16-byte shapes apart, and the best six over every >= 1 MiB cell were
+# all 16-byte ones: the H100 lost its 8-byte lead at >= 128 MiB (0.4-0.5% of the geomean there
+# in both of its runs, cells whose rounds spread 0.1-0.6%); the seventh is that 8-byte shape.
+# A shape adds about 20 kernels.
+MAX_SHAPES = 7
 # A size keeps the shape below it within the cell's spread, but never one more than 0.5% slower
 # (a few-microsecond cell's spread, 5-15%, would keep anything).
 MAX_TOLERANCE = 0.005

@@ -62,7 +62,8 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
     Each round runs on freshly allocated tensors, so a cell samples where its buffers land
     instead of resting on one allocation; within a round the shapes take turns call by call
     in one do_bench, so a slow stretch of the GPU slows them all alike (benchmarks/NOTES.md
-    change 31: until then each shape's do_bench window decided 2-4% at 1-32 MiB)."""
+    change 32: two H100 runs then disagree on a shape's ratio to the reference by a median
+    1.1% at 1-8 MiB per tensor, against 3.1-3.9% with a do_bench per shape)."""
     import torch
 
     from cuda_ext_example import _C
