@@ -268,7 +268,7 @@ def interleaved_ms(
     that runs the calls in turn, so that do_bench's timed calls go round the implementations.
 
     Why not one do_bench per implementation: on the lent H200 every kernel of one 40-100 ms
-    stretch can run about 0.5 us slower than in the next, the same for every implementation
+    stretch can run 0.5-1 us slower than in the next, the same for every implementation
     (benchmarks/NOTES.md change 32). With a do_bench each, that offset - 3% of a 2^22 float32
     add - fell on one implementation and not on the next and decided the mid-size verdicts;
     called in turn they all sample the same stretches, and the round-to-round range of their

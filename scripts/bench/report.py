@@ -118,7 +118,7 @@ def ratio_spread_pct(ours: Record, theirs: Record) -> float:
     can do to the ratio a target judges. Their rounds ran side by side (benchmark.time_rounds
     times every implementation of a round in one do_bench), so a slow stretch of the GPU
     slows both and cancels in each round's ratio, while it widens each record's own spread
-    (5-8% at 2^21..2^23 on the H200, where the ratio moves 0.4-1.8%). Without the rounds of
+    (3-8% at 2^21..2^23 on the H200, where the ratio moves 0.4-1.8%). Without the rounds of
     both (records read back from a CSV), the larger of the two spreads."""
     if len(ours.rounds_ms) < 2 or len(ours.rounds_ms) != len(theirs.rounds_ms):
         return max(ours.spread_pct, theirs.spread_pct)
