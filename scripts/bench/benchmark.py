@@ -303,8 +303,8 @@ def time_rounds(round_impls: Callable[[], dict[str, Callable[[], object]]], sett
     """name -> ms of each call round_impls() returns, one per round (interleaved_ms). Each
     round calls round_impls() for calls on freshly allocated tensors, so a cell samples where
     its buffers land instead of resting on one allocation (benchmarks/NOTES.md change 19).
-    Every other round turns the order round, so that no implementation always runs right
-    after the same neighbour."""
+    Every other round reverses the order, so that no implementation always runs right after
+    the same neighbour."""
     times: dict[str, list[float]] = {}
     for index in range(settings.rounds):
         calls = list(round_impls().items())
@@ -411,9 +411,8 @@ def collect_meta(now: datetime, settings: Settings) -> dict[str, str]:
         **benchmark_facts(now),
         "settings": f"do_bench warmup={settings.warmup_ms} ms rep={settings.rep_ms} ms per "
         f"implementation (median of {settings.rounds} {ROUND_ORDER}, each on fresh tensors); "
-        "host: best "
-        f"of {settings.host_repeats} interleaved rounds of "
-        f"{settings.host_calls} calls; "
+        f"host: best of {settings.host_repeats} interleaved rounds of {settings.host_calls} "
+        "calls; "
         f"torch.compile {compile_mode}",
     }
 
