@@ -119,7 +119,7 @@ def ratio_spread_pct(ours: Record, theirs: Record) -> float:
     times every implementation of a round in one do_bench), so a slow stretch of the GPU
     slows both and cancels in each round's ratio, while it widens each record's own spread
     (3-8% at 2^21..2^23 on the H200, where the ratio moves 0.4-1.8%). Without the rounds of
-    both (records read back from a CSV), the larger of the two spreads."""
+    both (a record made from its median alone, make_record), the larger of the two spreads."""
     if len(ours.rounds_ms) < 2 or len(ours.rounds_ms) != len(theirs.rounds_ms):
         return max(ours.spread_pct, theirs.spread_pct)
     ratios = [t / o for o, t in zip(ours.rounds_ms, theirs.rounds_ms, strict=True)]

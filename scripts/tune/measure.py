@@ -18,6 +18,7 @@ import csv
 import functools
 import statistics
 import sys
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -48,14 +49,6 @@ def vectorized_ops() -> dict[int, dict]:
     return dict(sorted(found.items()))
 
 
-def forced(index: int, fn):
-    """fn() in launch shape `index` of the compiled ones (-1: the table's own choice)."""
-    from cuda_ext_example import _C
-
-    _C.force_launch_shape(index)
-    return fn()
-
-
 def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: Settings):
     """{shape label: [ms per round]} for one op, dtype and size.
 
@@ -73,25 +66,34 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
     reference = reference_of(op)
     torch_dtype = getattr(torch, dtype)
     n = nbytes // torch_dtype.itemsize
+
+    def forced(index: int, fn) -> Callable[[], object]:
+        """fn, run in launch shape `index` of the compiled ones (-1: the table's own choice)."""
+
+        def call() -> object:
+            _C.force_launch_shape(index)
+            return fn()
+
+        return call
+
     labels = [str(shape) for shape in shapes] + [REFERENCE, COPY]
     times: dict[str, list[float]] = {label: [] for label in labels}
     try:
         for round_ in range(settings.rounds):
             inputs = [torch.randn(n, device="cuda", dtype=torch_dtype) for _ in op["inputs"]]
-            impls = {str(s): (i, functools.partial(run, *inputs)) for i, s in enumerate(shapes)}
-            impls[REFERENCE] = (-1, functools.partial(reference, *inputs))
+            impls = {str(s): (i, forced(i, functools.partial(run, *inputs)))
+                     for i, s in enumerate(shapes)}  # fmt: skip
+            impls[REFERENCE] = (-1, forced(-1, functools.partial(reference, *inputs)))
             # A copy that moves what the op moves: its inputs and its output.
-            impls[COPY] = (-1, size_matched_copy(inputs[0], len(inputs) + 1))
+            impls[COPY] = (-1, forced(-1, size_matched_copy(inputs[0], len(inputs) + 1)))
             if round_ == 0:
                 expected = reference(*inputs)
-                for label, (index, fn) in impls.items():
-                    _C.force_launch_shape(index)
-                    if index >= 0 and not torch.equal(fn(), expected):
+                for label, (index, call) in impls.items():
+                    if index >= 0 and not torch.equal(call(), expected):
                         raise SystemExit(f"shape {label} of {op['name']} {dtype} n={n} differs "
                                          f"from {op['reference']}")  # fmt: skip
                 del expected
-            calls = {label: functools.partial(forced, index, fn)
-                     for label, (index, fn) in impls.items()}  # fmt: skip
+            calls = {label: call for label, (_, call) in impls.items()}
             for label, ms in interleaved_ms(calls, settings).items():
                 times[label].append(ms)
             del inputs, impls, calls
