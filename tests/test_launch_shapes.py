@@ -175,3 +175,21 @@ def test_every_compiled_shape_equals_the_reference_on_this_gpu(compiled, any_op)
                     assert torch.equal(got, want), (index, dtype, n)
     finally:
         compiled.force_launch_shape(-1)
+
+
+@pytest.mark.gpu
+def test_the_tuner_times_each_shape_the_reference_and_the_copy_in_every_round(compiled):
+    from scripts.bench.benchmark import Settings
+    from scripts.tune import measure
+
+    shapes = [Shape(*s) for s in compiled.vector_shapes()][:2]
+    op = measure.vectorized_ops()[2]
+    times = measure.time_cell(op, "float32", 2**20, shapes, Settings(1, 2, 0, 0, False, rounds=3))
+    assert set(times) == {str(s) for s in shapes} | {measure.REFERENCE, measure.COPY}
+    assert all(len(rounds) == 3 and min(rounds) > 0 for rounds in times.values())
+    relative = measure.vs_reference(times)
+    assert relative[measure.REFERENCE] == (1.0, 0.0)
+    # a shape's ratio is its time over the reference's round by round, not of their medians
+    first = str(shapes[0])
+    ratios = sorted(a / b for a, b in zip(times[first], times[measure.REFERENCE], strict=True))
+    assert relative[first][0] == pytest.approx(ratios[1])

@@ -72,7 +72,8 @@ def write_measurements(path: Path, gpu: str, date: str, factors=None, scale: flo
                     times |= {"reference": 0.5 * base, "copy": 0.4 * base}
                     for label, ms in times.items():
                         writer.writerow([gpu, "580.1", "2.11.0+cu130", date, inputs, ops[inputs],
-                                         dtype, nbytes, label, f"{ms:.6f}", "1.00"])  # fmt: skip
+                                         dtype, nbytes, label, f"{ms:.6f}", "1.00",
+                                         f"{ms / (0.5 * base):.5f}", "0.10"])  # fmt: skip
     return path
 
 
@@ -110,6 +111,54 @@ def test_read_measurements_skips_reference_and_copy(two_gpus):
         "Fake GPU A, driver 580.1, torch 2.11.0+cu130, 2026-01-02: "
         "tuning/measurements/" + "fake-gpu-a-2026-01-02.csv"
     )
+
+
+def _one_cell_csv(path: Path, columns, rows) -> Path:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        for label, *numbers in rows:
+            writer.writerow(["G", "580.1", "2.11.0+cu130", "2026-01-02", 2, "my_add", "float32",
+                             32 * MiB, label, *numbers])  # fmt: skip
+    return path
+
+
+def test_shapes_are_compared_by_their_time_against_the_reference_in_the_same_round(tmp_path):
+    # NARROW's own median time is the lower, but against the reference of its own rounds it
+    # is the slower: the rounds moved together, and the medians fell in different rounds.
+    path = _one_cell_csv(tmp_path / "g.csv", measure.COLUMNS, [
+        (str(NARROW), "0.0500", "3.00", "1.0040", "0.10"),
+        (str(WIDE), "0.0510", "3.00", "1.0010", "0.10"),
+        ("reference", "0.0505", "3.00", "1.0000", "0.00"),
+    ])  # fmt: skip
+    rows = {r.shape: r for r in derive.read_measurements(path)}
+    assert rows[NARROW].time == pytest.approx(1.004) and rows[NARROW].spread == pytest.approx(0.001)
+    assert derive.rules(list(rows.values()), 2, 4, {NARROW, WIDE}) == (Rule(None, WIDE),)
+
+
+def test_an_older_csv_without_the_reference_ratio_is_compared_by_median_time(tmp_path):
+    older_columns = measure.COLUMNS[: measure.COLUMNS.index("spread_pct") + 1]
+    path = _one_cell_csv(tmp_path / "g.csv", older_columns, [
+        (str(NARROW), "0.0500", "3.00"), (str(WIDE), "0.0510", "3.00"),
+    ])  # fmt: skip
+    rows = {r.shape: r for r in derive.read_measurements(path)}
+    assert rows[NARROW].time == pytest.approx(0.05) and rows[NARROW].spread == pytest.approx(0.03)
+    assert derive.rules(list(rows.values()), 2, 4, {NARROW, WIDE}) == (Rule(None, NARROW),)
+
+
+def test_vs_reference_is_the_median_of_each_rounds_ratio_and_its_spread():
+    times = {
+        "reference": [1.0, 2.0, 3.0],
+        "A": [1.1, 2.2, 2.4],  # 10% slower in two rounds of three; its median time is 2.2
+        "B": [0.5, 1.0, 1.5],
+    }
+    got = measure.vs_reference(times)
+    assert got["reference"] == (1.0, 0.0)
+    assert got["A"][0] == pytest.approx(1.1)
+    assert got["A"][1] == pytest.approx((1.1 - 0.8) / 1.1)
+    assert got["B"] == pytest.approx((0.5, 0.0))
+    with pytest.raises(ValueError):  # a label with a round missing is a bug, not a shorter zip
+        measure.vs_reference({"reference": [1.0, 2.0], "A": [1.0]})
 
 
 # --------------------------------------------------------------------------- rules
@@ -337,8 +386,8 @@ def test_latest_per_gpu_keeps_the_newest_date_of_each_gpu(tmp_path):
         assert len(kept) == len(derive.read_measurements(new_a)) + len(
             derive.read_measurements(only_b)
         )
-        assert {x.ms for x in kept if x.gpu == "Fake GPU A"} == {
-            x.ms for x in derive.read_measurements(new_a)
+        assert {x.time for x in kept if x.gpu == "Fake GPU A"} == {
+            x.time for x in derive.read_measurements(new_a)
         }
 
 

@@ -62,8 +62,11 @@ class Measurement:
     dtype: str
     nbytes: int
     shape: Shape
-    ms: float
-    spread: float = 0.0  # (slowest - fastest round) / median, as a fraction
+    # What the shapes of a cell are compared by: the shape's time over the reference's in the
+    # same round, the median over rounds (measure's vs_reference, change 34 on); in older CSVs
+    # the shape's own median ms. Either way one cell's are all of one kind.
+    time: float
+    spread: float = 0.0  # (largest - smallest round) / median, as a fraction
 
     @property
     def element_bytes(self) -> int:
@@ -87,10 +90,13 @@ def read_measurements(path: Path) -> list[Measurement]:
             f"{row['gpu']}, driver {row['driver']}, torch {row['torch']}, {row['date']}: "
             f"tuning/measurements/{path.name}"
         )
-        shape, ms = parse_shape(row["shape"]), float(row["ms"])
+        if row.get("vs_reference"):
+            time, spread = float(row["vs_reference"]), float(row["vs_reference_spread_pct"])
+        else:  # measured before change 34
+            time, spread = float(row["ms"]), float(row["spread_pct"])
         out.append(Measurement(row["gpu"], provenance, int(row["inputs"]), row["dtype"],
-                               int(row["bytes"]), shape, ms,
-                               float(row["spread_pct"]) / 100))  # fmt: skip
+                               int(row["bytes"]), parse_shape(row["shape"]), time,
+                               spread / 100))  # fmt: skip
     return out
 
 
@@ -113,13 +119,13 @@ def slowdowns(
         cells[(m.gpu, m.inputs, m.dtype, m.nbytes)][m.shape] = m
     out: dict[tuple, Cell] = {}
     for (gpu, inputs, dtype, nbytes), times in cells.items():
-        best = min(m.ms for m in times.values())
+        best = min(m.time for m in times.values())
         key = (inputs, DTYPES[dtype].size, nbytes)
         cell = out.setdefault((gpu, *key) if per_gpu else key, Cell({}, 0.0))
         for shape, m in times.items():
             cell.spread = max(cell.spread, m.spread)
             if allowed is None or shape in allowed:
-                cell.worst[shape] = max(cell.worst.get(shape, 0.0), m.ms / best)
+                cell.worst[shape] = max(cell.worst.get(shape, 0.0), m.time / best)
     return out
 
 

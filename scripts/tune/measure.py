@@ -4,9 +4,12 @@ next to the op's torch reference and a copy that moves the same bytes, for conte
 
 Method (scripts/bench/benchmark.py's): triton.testing.do_bench (CUDA events, L2 flushed
 before each call), in each round one do_bench over the shapes called in turn
-(benchmark.interleaved_ms), each round on fresh tensors, the median round kept. Each shape
-is forced through cuda_ext_example._C.force_launch_shape, and its output is checked against
-the reference before it is timed.
+(benchmark.interleaved_ms), each round on tensors of its own (earlier rounds' kept alive, so
+that every round's land elsewhere). Each shape is forced through
+cuda_ext_example._C.force_launch_shape, and its output is checked against the reference
+before it is timed. A shape is judged by its time over the reference's in the same round, the
+median over the rounds (vs_reference): a round's common slow or fast stretch cancels there,
+and not in a shape's own median time (benchmarks/NOTES.md change 34).
 
 Writes <out>/<gpu-slug>-<date>.csv, one row per (op, dtype, bytes, shape), with the GPU,
 driver, torch and date on every row (the table's provenance).
@@ -28,7 +31,7 @@ from scripts.bench.report import slug
 from scripts.gpu.facts import benchmark_facts
 
 COLUMNS = ("gpu", "driver", "torch", "date", "inputs", "op", "dtype", "bytes", "shape", "ms",
-           "spread_pct")  # fmt: skip
+           "spread_pct", "vs_reference", "vs_reference_spread_pct")  # fmt: skip
 DTYPES = ("float32", "bfloat16")
 LOG2_BYTES = range(16, 31)  # bytes of one tensor: 64 KiB .. 1 GiB
 QUICK_LOG2_BYTES = (16, 22, 28)
@@ -52,11 +55,14 @@ def vectorized_ops() -> dict[int, dict]:
 def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: Settings):
     """{shape label: [ms per round]} for one op, dtype and size.
 
-    Each round runs on freshly allocated tensors, so a cell samples where its buffers land
-    instead of resting on one allocation; within a round the shapes take turns call by call
-    in one do_bench, so a slow stretch of the GPU slows them all alike (benchmarks/NOTES.md
-    change 32: two H100 runs then disagree on a shape's ratio to the reference by a median
-    1.1% at 1-8 MiB per tensor, against 3.1-3.9% with a do_bench per shape)."""
+    Each round runs on tensors of its own, the earlier rounds' kept alive until the cell is
+    done (freed, the next round's would take the same blocks back from torch's caching
+    allocator), so a cell samples where its buffers land instead of resting on one or two
+    allocations (up to 10 GiB held at 1 GiB per tensor); within a round the shapes take turns
+    call by call in one do_bench, so a slow stretch of the GPU slows them all alike
+    (benchmarks/NOTES.md change 32: two H100 runs then disagree on a shape's ratio to the
+    reference by a median 1.1% at 1-8 MiB per tensor, against 3.1-3.9% with a do_bench per
+    shape)."""
     import torch
 
     from cuda_ext_example import _C
@@ -78,6 +84,7 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
 
     labels = [str(shape) for shape in shapes] + [REFERENCE, COPY]
     times: dict[str, list[float]] = {label: [] for label in labels}
+    held: list[list] = []  # every round's inputs, until the cell is done
     try:
         for round_ in range(settings.rounds):
             inputs = [torch.randn(n, device="cuda", dtype=torch_dtype) for _ in op["inputs"]]
@@ -96,10 +103,26 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
             calls = {label: call for label, (_, call) in impls.items()}
             for label, ms in interleaved_ms(calls, settings).items():
                 times[label].append(ms)
+            held.append(inputs)  # the next round's inputs land elsewhere
             del inputs, impls, calls
     finally:
         _C.force_launch_shape(-1)
+        held.clear()
     return times
+
+
+def vs_reference(times: dict[str, list[float]]) -> dict[str, tuple[float, float]]:
+    """label -> (the median over rounds of its time over the reference's in that round, the
+    spread of that ratio: (largest - smallest) / median). The rounds of a cell move together
+    by 1-4% at 32-64 MiB per tensor on the H200, more than the shapes differ (0.1-0.5%), so
+    each shape's own median time can rank the shapes by which rounds their medians fell in."""
+    reference = times[REFERENCE]
+    out = {}
+    for label, samples in times.items():
+        ratios = [ms / ref for ms, ref in zip(samples, reference, strict=True)]
+        median = statistics.median(ratios)
+        out[label] = (median, (max(ratios) - min(ratios)) / median)
+    return out
 
 
 def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> int:
@@ -135,15 +158,19 @@ def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> in
                 for log2 in QUICK_LOG2_BYTES if quick else LOG2_BYTES:
                     times = time_cell(op, dtype, 2**log2, compiled, settings)
                     medians = {label: statistics.median(s) for label, s in times.items()}
+                    relative = vs_reference(times)
                     for label, samples in times.items():
                         ms = medians[label]
                         spread = (max(samples) - min(samples)) / ms * 100
+                        ratio, ratio_spread = relative[label]
                         writer.writerow([gpu, facts["driver"], torch.__version__, f"{now:%Y-%m-%d}",
                                          inputs, op["name"], dtype, 2**log2, label, f"{ms:.6f}",
-                                         f"{spread:.2f}"])  # fmt: skip
-                    winner = min(medians, key=medians.__getitem__)
+                                         f"{spread:.2f}", f"{ratio:.5f}",
+                                         f"{ratio_spread * 100:.2f}"])  # fmt: skip
+                    winner = min(relative, key=lambda label: relative[label][0])
                     print(f"  {op['name']:<12} {dtype:<9} 2^{log2} B  best {winner:<14} "
-                          f"{medians[winner] * 1e3:9.2f} us", flush=True)  # fmt: skip
+                          f"{relative[winner][0]:.4f}x the reference's time",
+                          flush=True)  # fmt: skip
                     torch.cuda.empty_cache()
     print(f"wrote {path}")
     return 0
