@@ -493,9 +493,8 @@ def test_rounds_are_interleaved_and_summarised(monkeypatch):
         return {"x": lambda: "x", "y": lambda: "y"}
 
     times = benchmark.time_rounds(round_impls, settings)
-    # One interleaved_ms per round over every implementation; every other round reversed, so
-    # that neither always follows the other.
-    assert rounds == [["x", "y"], ["y", "x"], ["x", "y"]]
+    # One interleaved_ms per round over every implementation (which goes forward then back).
+    assert rounds == [["x", "y"], ["x", "y"], ["x", "y"]]
     assert fresh == [0, 1, 2]  # new inputs before each round, not one allocation for all
     assert times == {"x": [1.0, 3.0, 2.0], "y": [5.0, 5.0, 5.0]}
     record = report.record_from_rounds(2**20, "float32", "x", times["x"])
@@ -525,12 +524,23 @@ def test_interleaved_ms_goes_round_the_calls_in_one_do_bench():
     do_bench = fake_do_bench(8, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0], seen)
     got = benchmark.interleaved_ms(calls, settings, do_bench)
     assert ran[:3] == ["x", "y", "z"]  # each once before do_bench estimates a call's time
-    assert ran[3:] == ["x", "y", "z"] * 5
-    # Timed: z x y z x y z -> z gets 1, 4, 7; x 2, 5; y 3, 6. Medians of each one's own calls.
-    assert got == {"z": 4.0, "x": 3.5, "y": 4.5}
+    assert ran[3:] == ["x", "y", "z", "z", "y", "x"] * 2 + ["x", "y", "z"]  # forward, back
+    # Timed: z z y x x y z -> z gets 1, 2, 7; y 3, 6; x 4, 5. Medians of each one's own calls.
+    assert got == {"z": 2.0, "y": 4.5, "x": 4.5}
     # do_bench's budgets grow with the number of calls, so each gets what a do_bench of its
     # own would have given it.
     assert seen == [(6, 30, "all")]
+
+
+@pytest.mark.parametrize("names", ["xy", "wxyz", "xyz"])
+def test_interleaved_ms_times_each_call_at_odd_and_even_calls_alike(names):
+    # On the lent GPUs alternate calls differ by up to 4% for a whole do_bench. Here odd calls
+    # take 2 ms and even ones 1 ms: in plain turns (x y x y) x would get 1 and y 2.
+    calls = {name: (lambda: None) for name in names}
+    timed = [1.0 + (i % 2) for i in range(8 * len(names))]
+    got = benchmark.interleaved_ms(calls, benchmark.Settings(1, 1, 0, 0, False),
+                                   fake_do_bench(3, timed, []))  # fmt: skip
+    assert set(got.values()) == {1.5}, got
 
 
 def test_interleaved_ms_refuses_a_call_it_did_not_time():

@@ -184,7 +184,8 @@ def test_the_tuner_times_each_shape_the_reference_and_the_copy_in_every_round(co
 
     shapes = [Shape(*s) for s in compiled.vector_shapes()][:2]
     op = measure.vectorized_ops()[2]
-    times = measure.time_cell(op, "float32", 2**20, shapes, Settings(1, 2, 0, 0, False, rounds=3))
+    settings = Settings(5, 20, 0, 0, False, rounds=3)  # the tuner's budgets, fewer rounds
+    times = measure.time_cell(op, "float32", 2**20, shapes, settings)
     assert set(times) == {str(s) for s in shapes} | {measure.REFERENCE, measure.COPY}
     assert all(len(rounds) == 3 and min(rounds) > 0 for rounds in times.values())
     relative = measure.vs_reference(times)

@@ -256,8 +256,8 @@ def check_outputs(impls: dict[str, Callable], a, b, label: str) -> None:
 
 # How time_rounds times a cell, for the settings line of each result.
 ROUND_ORDER = (
-    "rounds, in each one do_bench over the implementations called in turn (every other "
-    "round in reverse order)"
+    "rounds, in each one do_bench over the implementations called in turn, forward then "
+    "backward (so each runs at odd and at even calls)"
 )
 
 
@@ -272,18 +272,26 @@ def interleaved_ms(
     (benchmarks/NOTES.md change 32). With a do_bench each, that offset - 3% of a 2^22 float32
     add - fell on one implementation and not on the next and decided the mid-size verdicts;
     called in turn they all sample the same stretches, and the round-to-round range of their
-    ratio fell from 6-12% to 0.4-1.8% at 2^21..2^23 (8 rounds). do_bench still flushes L2
+    ratio fell from 6-12% to 0.4-1.8% at 2^21..2^23 (8 rounds).
+
+    The turn goes forward then backward (x y z z y x ...), so that every implementation runs
+    at odd and at even calls alike: on the lent H100 and H200 alternate calls of one kernel
+    differ by up to 4% for a whole do_bench (even and odd medians of float32 2^22: 18.34 and
+    17.63 us), and in plain turns (x y x y) an even number of implementations pins each one to
+    one of the two: the same kernel timed as x and as y measured 0.965-1.038x itself, forward
+    then backward 0.998-1.002x (benchmarks/NOTES.md change 35). do_bench still flushes L2
     before every call. Each call runs once first, so that a compile or a first load stays out
     of do_bench's estimate of the time per call (which sets how many calls it times)."""
     if do_bench is None:
         from triton.testing import do_bench
     names = list(calls)
+    turn = names + names[::-1]  # name i runs at calls i and 2n-1-i: one odd, one even
     for call in calls.values():
         call()
     order: list[str] = []
 
     def next_call() -> object:
-        name = names[len(order) % len(names)]
+        name = turn[len(order) % len(turn)]
         order.append(name)
         return calls[name]()
 
@@ -303,13 +311,11 @@ def time_rounds(round_impls: Callable[[], dict[str, Callable[[], object]]], sett
     """name -> ms of each call round_impls() returns, one per round (interleaved_ms). Each
     round calls round_impls() for calls on freshly allocated tensors, so a cell samples where
     its buffers land instead of resting on one allocation (benchmarks/NOTES.md change 19).
-    Every other round reverses the order, so that no implementation always runs right after
-    the same neighbour."""
+    (No implementation always runs right after the same neighbour: interleaved_ms goes
+    forward then backward.)"""
     times: dict[str, list[float]] = {}
-    for index in range(settings.rounds):
-        calls = list(round_impls().items())
-        ordered = dict(reversed(calls) if index % 2 else calls)
-        for name, ms in interleaved_ms(ordered, settings).items():
+    for _ in range(settings.rounds):
+        for name, ms in interleaved_ms(round_impls(), settings).items():
             times.setdefault(name, []).append(ms)
     return times
 
