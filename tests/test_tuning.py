@@ -257,7 +257,7 @@ def test_rules_take_the_least_worst_slowdown_over_the_dtypes_of_a_size_and_the_g
 
 
 def test_carried_shapes_are_at_most_max_shapes():
-    shapes = [Shape(a, b, p) for a in (8, 16) for b in (128, 256) for p in (1, 2)]
+    shapes = [Shape(a, b, p) for a in (8, 16) for b in (128, 256) for p in (1, 2, 4)]
     assert len(shapes) > derive.MAX_SHAPES
     # Each shape wins at one size and is 1.5x elsewhere.
     measurements = [

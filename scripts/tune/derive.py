@@ -37,12 +37,11 @@ from buildtools.launch_shapes import (
 )
 from buildtools.ops import DTYPES
 
-# Seven (benchmarks/NOTES.md change 33): timed with the shapes taking turns in one do_bench, the
-# 1-64 MiB cells tell the 16-byte shapes apart, and the best six over every >= 1 MiB cell were
-# all 16-byte ones: the H100 lost its 8-byte lead at >= 128 MiB (0.4-0.5% of the geomean there
-# in both of its runs, cells whose rounds spread 0.1-0.6%); the seventh is that 8-byte shape.
-# A shape adds about 20 kernels.
-MAX_SHAPES = 7
+# Eight (benchmarks/NOTES.md changes 33, 35): the best six over every >= 1 MiB cell are all
+# 16-byte shapes, the seventh one more for 4-8 MiB; the eighth, 8B x1 /512, is the H100's at
+# 1 GiB per tensor, 0.55-0.7% ahead of the best of the seven there (float32 and bfloat16;
+# Inductor's own pick there, 8B x1 /256, is among the seven). A shape adds about 20 kernels.
+MAX_SHAPES = 8
 # A size keeps the shape below it within the cell's spread, but never one more than 0.2% slower
 # (a few-microsecond cell's spread, 5-15%, would keep anything). 0.5% until change 33: it kept
 # 16B x1 /128 at 256 MiB of bfloat16 on the H200, 0.47% behind 16B x1 /768, in cells whose
