@@ -113,9 +113,10 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
 
 def vs_reference(times: dict[str, list[float]]) -> dict[str, tuple[float, float]]:
     """label -> (the median over rounds of its time over the reference's in that round, the
-    spread of that ratio: (largest - smallest) / median). The rounds of a cell move together
-    by 1-4% at 32-64 MiB per tensor on the H200, more than the shapes differ (0.1-0.5%), so
-    each shape's own median time can rank the shapes by which rounds their medians fell in."""
+    spread of that ratio: (largest - smallest) / median). A cell's rounds move together: at
+    32-64 MiB per tensor each shape's own time spreads 1-4% over the rounds, more than the
+    shapes differ (0.1-0.5%), so each one's own median time would rank them by which rounds
+    their medians fell in."""
     reference = times[REFERENCE]
     out = {}
     for label, samples in times.items():
