@@ -106,11 +106,16 @@ def make_record(size: int, dtype: str, impl: str, ms: float, spread_pct: float =
     return Record(size, dtype, impl, ms, traffic_gbps(size, dtype, ms), spread_pct)
 
 
+def spread_pct(values: Sequence[float]) -> float:
+    """How far a cell's rounds lie apart: (largest - smallest) / median, in %."""
+    return (max(values) - min(values)) / statistics.median(values) * 100
+
+
 def record_from_rounds(size: int, dtype: str, impl: str, samples_ms: Sequence[float]) -> Record:
     """The record of one cell timed in several rounds: their median and spread."""
     ms = statistics.median(samples_ms)
-    spread = (max(samples_ms) - min(samples_ms)) / ms * 100
-    return replace(make_record(size, dtype, impl, ms, spread), rounds_ms=tuple(samples_ms))
+    record = make_record(size, dtype, impl, ms, spread_pct(samples_ms))
+    return replace(record, rounds_ms=tuple(samples_ms))
 
 
 def ratio_spread_pct(ours: Record, theirs: Record) -> float:
@@ -122,8 +127,7 @@ def ratio_spread_pct(ours: Record, theirs: Record) -> float:
     both (a record made from its median alone, make_record), the larger of the two spreads."""
     if len(ours.rounds_ms) < 2 or len(ours.rounds_ms) != len(theirs.rounds_ms):
         return max(ours.spread_pct, theirs.spread_pct)
-    ratios = [t / o for o, t in zip(ours.rounds_ms, theirs.rounds_ms, strict=True)]
-    return (max(ratios) - min(ratios)) / statistics.median(ratios) * 100
+    return spread_pct([t / o for o, t in zip(ours.rounds_ms, theirs.rounds_ms, strict=True)])
 
 
 def best_peer_impl(records: Sequence[Record]) -> dict[tuple[int, str], Record]:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from buildtools.launch_shapes import Shape, load
 from scripts.bench.benchmark import Settings, interleaved_ms, size_matched_copy
-from scripts.bench.report import slug
+from scripts.bench.report import slug, spread_pct
 from scripts.gpu.facts import benchmark_facts
 
 COLUMNS = ("gpu", "driver", "torch", "date", "inputs", "op", "dtype", "bytes", "shape", "ms",
@@ -121,8 +121,7 @@ def vs_reference(times: dict[str, list[float]]) -> dict[str, tuple[float, float]
     out = {}
     for label, samples in times.items():
         ratios = [ms / ref for ms, ref in zip(samples, reference, strict=True)]
-        median = statistics.median(ratios)
-        out[label] = (median, (max(ratios) - min(ratios)) / median)
+        out[label] = (statistics.median(ratios), spread_pct(ratios) / 100)
     return out
 
 
@@ -158,11 +157,9 @@ def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> in
             for dtype in DTYPES:
                 for log2 in QUICK_LOG2_BYTES if quick else LOG2_BYTES:
                     times = time_cell(op, dtype, 2**log2, compiled, settings)
-                    medians = {label: statistics.median(s) for label, s in times.items()}
                     relative = vs_reference(times)
                     for label, samples in times.items():
-                        ms = medians[label]
-                        spread = (max(samples) - min(samples)) / ms * 100
+                        ms, spread = statistics.median(samples), spread_pct(samples)
                         ratio, ratio_spread = relative[label]
                         writer.writerow([gpu, facts["driver"], torch.__version__, f"{now:%Y-%m-%d}",
                                          inputs, op["name"], dtype, 2**log2, label, f"{ms:.6f}",
