@@ -155,16 +155,21 @@ RUN_PY ?= python3
 RESULTS ?= build/results
 NCU_SECTIONS := --section SpeedOfLight --section MemoryWorkloadAnalysis \
 	--section MemoryWorkloadAnalysis_Tables --section LaunchStats --section Occupancy
+PREFLIGHT = $(RUN_PY) -m scripts.gpu.preflight $@
 jit:
+	@$(PREFLIGHT) torch cuda_ext_example
 	$(RUN_PY) -m scripts.gpu.jit_check csrc
 coldstart:
+	@$(PREFLIGHT) torch cuda_ext_example
 	$(RUN_PY) -m scripts.gpu.coldstart
 profile:
+	@$(PREFLIGHT) torch cuda_ext_example
 	mkdir -p $(RESULTS)
 	$(RUN_PY) -m scripts.gpu.profile_trace --out $(RESULTS)/trace.json
 # GB/s vs torch.add, torch.compile and Triton; table, CSV and plot into $(RESULTS)
 # (benchmarks/results holds the committed run).
 bench:
+	@$(PREFLIGHT) torch triton matplotlib cuda_ext_example
 	$(RUN_PY) -m scripts.bench --out $(RESULTS) $(BENCH_ARGS)
 # sm_90 SASS from NVRTC 12.0 (what the release ships since issue 16) against the same kernels
 # from NVRTC 12.9 (what it shipped before): two dev wheels that differ only in the compiler, built here (bench-wheels), then
@@ -197,10 +202,12 @@ tune-table: $(STAMP)
 # pip wants a wheel's own file name, so each keeps it in a folder named after its compiler;
 # 12.9 (the earlier compiler) comes first: the difference column is 12.0 against it.
 compare-nvrtc:
+	@$(PREFLIGHT) torch triton
 	$(RUN_PY) -m scripts.bench.compare_wheels --sizes 24-28 --passes 3 \
 		nvrtc12.9=$$(ls $(BENCH_WHEELS)/nvrtc12.9/*.whl) nvrtc12.0=$$(ls $(BENCH_WHEELS)/nvrtc12.0/*.whl)
 # Nsight Compute on the benchmark kernels (ours and torch's), report saved.
 ncu:
+	@$(PREFLIGHT) torch cuda_ext_example
 	mkdir -p $(RESULTS)
 	ncu $(NCU_SECTIONS) --kernel-name-base demangled -k 'regex:elementwise_|CUDAFunctor_add' \
 		-f -o $(RESULTS)/ncu-add $(RUN_PY) -m scripts.gpu.ncu_target
@@ -210,4 +217,5 @@ ncu:
 # (4096, N) float32 matrix, N = 2^7..2^15; table, CSV and plot into $(RESULTS).
 .PHONY: bench-square
 bench-square:
+	@$(PREFLIGHT) torch triton matplotlib cuda_ext_example
 	$(RUN_PY) -m scripts.bench.square --out $(RESULTS) $(SQUARE_ARGS)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -474,6 +475,20 @@ def test_module_imports_no_gpu_stack():
     source = (ROOT / "scripts" / "bench" / "benchmark.py").read_text()
     top_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
     assert not [line for line in top_level if "torch" in line or "triton" in line], top_level
+
+
+def test_missing_package_is_one_line_and_exit_1(monkeypatch, capsys):
+    # A GPU machine without the package installed (seen on a lent one): one line naming
+    # the fix, before any timing, instead of a traceback from the first cell.
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setitem(sys.modules, "cuda_ext_example", None)  # import raises ImportError
+    monkeypatch.setattr(benchmark, "measure_roofline_gbps", lambda settings: pytest.fail("timed"))
+    assert benchmark.main([]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("scripts.bench: cuda_ext_example is not importable (")
+    assert captured.err.endswith("install it first (make install, or pip install a wheel of it)\n")
 
 
 def test_rounds_are_interleaved_and_summarised(monkeypatch):

@@ -2,9 +2,17 @@
 facts its logs and benchmark files start with."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from scripts.gpu.__main__ import missing_test_tools, pytest_targets
 from scripts.gpu.facts import measured_gpu, package_line
+from scripts.gpu.preflight import missing_modules
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_suite_runs_every_test_unless_tests_are_named():
@@ -59,3 +67,26 @@ def test_suite_names_the_test_tools_a_machine_lacks():
     assert missing_test_tools(env) == []  # pyelftools is in the dev lock
     tools = {"elftools": "pyelftools", "no_such_module_cee": "no-such-dist"}
     assert missing_test_tools(env, tools) == ["no-such-dist"]
+
+
+def test_preflight_finds_what_an_interpreter_lacks_without_importing_it():
+    assert missing_modules(["json", "no_such_module_cee", "no_such_pkg_cee.sub"]) == [
+        "no_such_module_cee",
+        "no_such_pkg_cee.sub",
+    ]
+
+
+@pytest.mark.parametrize("target", ["bench", "bench-square", "coldstart", "profile", "jit"])
+def test_gpu_make_targets_with_a_python_lacking_torch_say_the_fix_in_one_line(target):
+    # A fresh clone has no .venv, so python3 is the system's, often without torch: each GPU
+    # target said so with a ModuleNotFoundError traceback. `-S` hides site-packages here.
+    run = subprocess.run(
+        ["make", "-s", target, f"RUN_PY={sys.executable} -S"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert "Traceback" not in run.stderr
+    lines = [line for line in run.stderr.splitlines() if not line.startswith("make: ***")]
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith(f"make {target}: ")
+    assert "cannot import torch" in lines[0] and "run `make install` first" in lines[0]

@@ -39,3 +39,18 @@ def test_jit_builds_this_checkout_and_its_cpu_kernels_match(tmp_path):
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     assert "namespace cuda_ext_example_jit ops ['my_add', 'my_fast_add', 'my_square']" in run.stdout
     assert "wrong []" in run.stdout
+
+
+def test_make_jit_without_a_gpu_says_why_in_one_line():
+    # `make jit` where no GPU is: one line naming the cause and exit 1, no traceback.
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the command would build")
+    run = subprocess.run(
+        [sys.executable, "-m", "scripts.gpu.jit_check", "csrc"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    assert "scripts.gpu.jit_check: the JIT build failed: " in run.stderr
+    assert "GPU: none found" in run.stderr

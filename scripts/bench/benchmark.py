@@ -423,6 +423,23 @@ def collect_meta(now: datetime, settings: Settings) -> dict[str, str]:
     }
 
 
+def missing_prerequisite() -> str:
+    """What the GPU run needs and this Python lacks, in one line with its fix ("" if none):
+    found before any timing, so that the run does not end in a traceback minutes in."""
+    try:
+        import cuda_ext_example  # noqa: F401
+    except ImportError as exc:
+        return (
+            f"cuda_ext_example is not importable ({exc}); install it first "
+            "(make install, or pip install a wheel of it)"
+        )
+    try:
+        import triton.testing  # noqa: F401  (do_bench times every implementation)
+    except ImportError as exc:
+        return f"needs triton for triton.testing.do_bench: {exc}"
+    return ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
@@ -430,6 +447,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("benchmark.py needs a CUDA GPU", file=sys.stderr)
         return 2
+    missing = missing_prerequisite()
+    if missing:
+        print(f"scripts.bench: {missing}", file=sys.stderr)
+        return 1
     settings = settings_for(args)
     now = datetime.now(timezone.utc)
     meta = collect_meta(now, settings)
