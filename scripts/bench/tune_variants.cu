@@ -1,5 +1,6 @@
-// Variants of the vectorized add for the cache-hint / vectors-per-thread /
-// index-width sweep of benchmarks/NOTES.md (change 7). Not part of the package:
+// Variants of the vectorized add for the kernel sweeps of benchmarks/NOTES.md
+// (sweep 1, change 7: cache hints, vectors per thread, index width; sweeps 2-10,
+// changes 9-10 and 25-27 and 36, below). Not part of the package:
 // scripts/bench/tune_variants.py loads this as a shared library with ctypes and times
 // every variant next to torch.add, torch.compile and Triton with the same
 // do_bench method as scripts/bench/benchmark.py.
@@ -28,6 +29,12 @@ enum Load {
                      // that const __restrict__ pointers get (torch.add and
                      // Inductor's Triton kernels load this way)
   kLoadPlainNoL1,    // ld.global.L1::no_allocate.v4
+  // sweep 8: the read-only load the package ships (ld.global.nc) with an L2
+  // prefetch-size hint: the L2 fetches 128 or 256 bytes around each miss from
+  // DRAM, not only the 32-byte sectors asked for (PTX ISA 7.4, sm_75+)
+  kLoadNcL2_128,     // ld.global.nc.L2::128B.v4
+  kLoadNcL2_256,     // ld.global.nc.L2::256B.v4
+  kLoadPlainL2_256,  // ld.global.L2::256B.v4
 };
 // How the output vector is stored.
 enum Store {
@@ -54,6 +61,24 @@ __device__ __forceinline__ uint4 load(const uint4* p, uint64_t policy) {
         "[%4], %5;"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
         : "l"(p), "l"(policy));
+    return v;
+  }
+  if constexpr (L == kLoadNcL2_128 || L == kLoadNcL2_256 ||
+                L == kLoadPlainL2_256) {
+    uint4 v;
+    if constexpr (L == kLoadNcL2_128) {
+      asm("ld.global.nc.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];"
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+          : "l"(p));
+    } else if constexpr (L == kLoadNcL2_256) {
+      asm("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+          : "l"(p));
+    } else {
+      asm("ld.global.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+          : "l"(p));
+    }
     return v;
   }
   if constexpr (L == kLoadPlain || L == kLoadPlainNoL1) {
@@ -226,10 +251,19 @@ int launch_capped(const void* a, const void* b, void* out, int64_t n,
 // Sweep 4: narrower accesses. Inductor's autotuner picks XBLOCK=512 with 8
 // warps at 2^28 float32: 256 threads, one 8-byte load per input per thread.
 // VecT is the access (uint2: 8 bytes, unsigned: 4 bytes), V of them per
-// thread, kPlain: ld.global (LDG.E.64) instead of the .CONSTANT path.
-template <typename VecT, bool kPlain>
+// thread, kPlain: 1 ld.global (LDG.E.64) instead of the .CONSTANT path, 2
+// ld.global.nc with the L2::256B prefetch hint (8-byte accesses), 3 __ldg.
+template <typename VecT, int kPlain>
 __device__ __forceinline__ VecT load_narrow(const VecT* p) {
-  if constexpr (kPlain && sizeof(VecT) == 8) {
+  if constexpr (kPlain == 2 && sizeof(VecT) == 8) {
+    VecT v;
+    asm("ld.global.nc.L2::256B.v2.u32 {%0, %1}, [%2];"
+        : "=r"(v.x), "=r"(v.y)
+        : "l"(p));
+    return v;
+  } else if constexpr (kPlain >= 2) {  // 3: __ldg, the package's load
+    return __ldg(p);
+  } else if constexpr (kPlain && sizeof(VecT) == 8) {
     VecT v;
     asm("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
     return v;
@@ -242,7 +276,7 @@ __device__ __forceinline__ VecT load_narrow(const VecT* p) {
   }
 }
 
-template <typename T, typename VecT, int kThreads, int V, bool kPlain>
+template <typename T, typename VecT, int kThreads, int V, int kPlain>
 __global__ void __launch_bounds__(kThreads)
     add_narrow(const VecT* __restrict__ a, const VecT* __restrict__ b,
                VecT* __restrict__ out, int64_t n_vec) {
@@ -263,7 +297,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename T, typename VecT, int kThreads, int V, bool kPlain>
+template <typename T, typename VecT, int kThreads, int V, int kPlain>
 int launch_narrow(const void* a, const void* b, void* out, int64_t n,
                   cudaStream_t stream) {
   const int64_t n_vec = n * (int64_t)sizeof(T) / sizeof(VecT);
@@ -417,6 +451,59 @@ const Variant kVariants[] = {
     CAPPED("v1nc-c32-b6", 256, kLoadNonCoherent, 6, 32),
     CAPPED("t128-c16-b0", 128, kLoadPlain, 0, 16),
     CAPPED("t128-c16-b12", 128, kLoadPlain, 12, 16),
+    // sweep 8: the shipped H200 shapes (16 B x1 and x2 in 128-thread blocks,
+    // ld.global.nc) against the same with an L2 prefetch-size hint
+    VARIANT_TC("t128-v1-ldnc", 128, 1, kLoadNonCoherent, kStoreDefault,
+               int64_t, kCheckLastBlock),
+    VARIANT_TC("t128-v2-ldnc", 128, 2, kLoadNonCoherent, kStoreDefault,
+               int64_t, kCheckLastBlock),
+    VARIANT_TC("t128-v1-nc128B", 128, 1, kLoadNcL2_128, kStoreDefault, int64_t,
+               kCheckLastBlock),
+    VARIANT_TC("t128-v1-nc256B", 128, 1, kLoadNcL2_256, kStoreDefault, int64_t,
+               kCheckLastBlock),
+    VARIANT_TC("t128-v2-nc128B", 128, 2, kLoadNcL2_128, kStoreDefault, int64_t,
+               kCheckLastBlock),
+    VARIANT_TC("t128-v2-nc256B", 128, 2, kLoadNcL2_256, kStoreDefault, int64_t,
+               kCheckLastBlock),
+    VARIANT_TC("t128-v2-pl256B", 128, 2, kLoadPlainL2_256, kStoreDefault,
+               int64_t, kCheckLastBlock),
+    VARIANT_TC("t768-v1-nc256B", 768, 1, kLoadNcL2_256, kStoreDefault, int64_t,
+               kCheckLastBlock),
+    NARROW("w8-t512-v1-nc", uint2, 512, 1, 3),
+    // sweep 9: resident threads per SM through the block size alone, with the
+    // shipped load (torch.add's bfloat16 kernel keeps 10-12 128-thread blocks,
+    // 62-75%): 1024 x1 (one block, 50%), 896 x2 (87.5%), 768 x2 (75%),
+    // 640 x3 (94%); 1024 with two accesses per thread (50%, twice the bytes
+    // in flight per thread)
+    VARIANT_TC("t1024-v1-ldnc", 1024, 1, kLoadNonCoherent, kStoreDefault,
+               int64_t, kCheckLastBlock),
+    VARIANT_TC("t1024-v2-ldnc", 1024, 2, kLoadNonCoherent, kStoreDefault,
+               int64_t, kCheckLastBlock),
+    VARIANT_TC("t896-v1-ldnc", 896, 1, kLoadNonCoherent, kStoreDefault,
+               int64_t, kCheckLastBlock),
+    VARIANT_TC("t768-v1-ldnc-last", 768, 1, kLoadNonCoherent, kStoreDefault,
+               int64_t, kCheckLastBlock),
+    VARIANT_TC("t640-v1-ldnc", 640, 1, kLoadNonCoherent, kStoreDefault,
+               int64_t, kCheckLastBlock),
+    // sweep 10: evict-first loads again, now that interleaved timing resolves
+    // mid sizes (change 7 timed them with 5-10% spreads there): do_bench's
+    // flush leaves L2 full of dirty lines, and inputs read once with an
+    // evict_first policy should evict each other instead of those lines, whose
+    // write-back would land inside the timed kernel. The shipped mid-size
+    // shapes, each with the shipped load (ldnc) and with evict-first (ldef).
+    VARIANT_TC("t128-v1-ldef", 128, 1, kLoadEvictFirst, kStoreDefault, int64_t,
+               kCheckLastBlock),
+    VARIANT_TC("t128-v2-ldef", 128, 2, kLoadEvictFirst, kStoreDefault, int64_t,
+               kCheckLastBlock),
+    VARIANT_TC("t256-v4-ldnc", 256, 4, kLoadNonCoherent, kStoreDefault,
+               int64_t, kCheckLastBlock),
+    VARIANT_TC("t256-v4-ldef", 256, 4, kLoadEvictFirst, kStoreDefault, int64_t,
+               kCheckLastBlock),
+    VARIANT_TC("t512-v2-ldnc", 512, 2, kLoadNonCoherent, kStoreDefault,
+               int64_t, kCheckLastBlock),
+    VARIANT_TC("t512-v2-ldef", 512, 2, kLoadEvictFirst, kStoreDefault, int64_t,
+               kCheckLastBlock),
+    NARROW("w8-t512-v1-nc256B", uint2, 512, 1, 2),
 };
 
 }  // namespace
