@@ -153,6 +153,7 @@ symbols: install
 # runs all of these against a given wheel). Outputs go to $(RESULTS).
 RUN_PY ?= python3
 RESULTS ?= build/results
+NO_NCU := Nsight Compute (ncu) is not on PATH; it comes with the CUDA toolkit, or NVIDIA's nsight-compute package
 NCU_SECTIONS := --section SpeedOfLight --section MemoryWorkloadAnalysis \
 	--section MemoryWorkloadAnalysis_Tables --section LaunchStats --section Occupancy
 PREFLIGHT = $(RUN_PY) -m scripts.gpu.preflight $@
@@ -203,11 +204,14 @@ tune-table: $(STAMP)
 # 12.9 (the earlier compiler) comes first: the difference column is 12.0 against it.
 compare-nvrtc:
 	@$(PREFLIGHT) torch triton
+	@ls $(BENCH_WHEELS)/nvrtc12.9/*.whl $(BENCH_WHEELS)/nvrtc12.0/*.whl > /dev/null 2>&1 || { echo \
+		"make compare-nvrtc: no wheels in $(BENCH_WHEELS)/: run make bench-wheels first (no GPU needed)" >&2; exit 1; }
 	$(RUN_PY) -m scripts.bench.compare_wheels --sizes 24-28 --passes 3 \
 		nvrtc12.9=$$(ls $(BENCH_WHEELS)/nvrtc12.9/*.whl) nvrtc12.0=$$(ls $(BENCH_WHEELS)/nvrtc12.0/*.whl)
 # Nsight Compute on the benchmark kernels (ours and torch's), report saved.
 ncu:
 	@$(PREFLIGHT) torch cuda_ext_example
+	@command -v ncu > /dev/null || { echo "make ncu: $(NO_NCU)" >&2; exit 1; }
 	mkdir -p $(RESULTS)
 	ncu $(NCU_SECTIONS) --kernel-name-base demangled -k 'regex:elementwise_|CUDAFunctor_add' \
 		-f -o $(RESULTS)/ncu-add $(RUN_PY) -m scripts.gpu.ncu_target

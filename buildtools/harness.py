@@ -56,8 +56,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sass", nargs="*", default=list(cfg.sass_archs), help="e.g. 90 120")
     parser.add_argument("--no-ptx", action="store_true", help="leave out the PTX")
     args = parser.parse_args(argv)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    build_harness(args.out, args.sass, None if args.no_ptx else cfg.ptx_arch)
+    try:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        build_harness(args.out, args.sass, None if args.no_ptx else cfg.ptx_arch)
+    except (OSError, config.ConfigError, device_code.DeviceCodeError) as exc:
+        # an arch NVRTC does not know (CPP_ARGS="--sass 999"), an output path that cannot be
+        # made (CPP_OUT): what and why, without the compiler pool's traceback
+        raise SystemExit(f"make cpp: {exc}") from None
+    except subprocess.CalledProcessError as exc:  # the link: zig has printed why
+        raise SystemExit(f"make cpp: the link failed (exit {exc.returncode}), see above") from None
     print(f"built {args.out} (run it on a GPU machine)")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -180,3 +181,17 @@ def test_fake_driver_runs_through_when_it_has_code(tmp_path):
     run = run_harness(fake_cuda_12(tmp_path))
     assert "has no GPU code" not in run.stderr and "stub" not in run.stderr
     assert "device code SASS sm_50" in run.stdout
+
+
+def test_make_cpp_with_an_unknown_arch_says_so_in_one_line(tmp_path):
+    # CPP_ARGS="--sass 999" (a typo of the Makefile's own example) ended in the NVRTC pool's
+    # traceback; now the compiler's message, after what was being built, and exit 1.
+    run = subprocess.run(
+        [sys.executable, "-m", "buildtools.harness", "--sass", "999", "--no-ptx",
+         "--out", str(tmp_path / "harness")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr
+    assert run.stderr.startswith("make cpp: NVRTC 12.9, sm_999: ")
+    assert "invalid value for --gpu-architecture" in run.stderr

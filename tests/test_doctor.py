@@ -244,3 +244,26 @@ def test_a_build_of_uncommitted_changes_says_when_it_was_made(monkeypatch):
     dirty = built_from({**record, "git_dirty": True})
     assert clean == "built from commit 0123456789ab (commit time 2026-11-23T12:00:00+00:00)"
     assert dirty == "built 2026-11-23T12:00:00+00:00 from uncommitted changes on 0123456789ab"
+
+
+def test_command_line_help_and_bad_arguments(monkeypatch, capsys):
+    # `doctor --help` and `smoke-test --help` ran the whole command and a stray argument was
+    # ignored; --help went to stderr; an unknown command was not named.
+    from cuda_ext_example import __main__ as cli
+    from cuda_ext_example import doctor, smoke_test
+
+    monkeypatch.setattr(doctor, "main", lambda: pytest.fail("doctor ran"))
+    monkeypatch.setattr(smoke_test, "main", lambda: pytest.fail("smoke-test ran"))
+    for command in ("doctor", "smoke-test"):
+        with pytest.raises(SystemExit) as exit_help:
+            cli.main([command, "--help"])
+        assert exit_help.value.code == 0
+        assert f"usage: python -m cuda_ext_example {command}" in capsys.readouterr().out
+        with pytest.raises(SystemExit) as exit_stray:
+            cli.main([command, "/some/wheel.whl"])
+        assert exit_stray.value.code == 2
+        assert "unrecognized arguments: /some/wheel.whl" in capsys.readouterr().err
+    assert cli.main(["--help"]) == 0
+    assert capsys.readouterr().out.startswith("python -m cuda_ext_example COMMAND")
+    assert cli.main(["bogus"]) == 2
+    assert capsys.readouterr().err.startswith("python -m cuda_ext_example: unknown command 'bogus'")

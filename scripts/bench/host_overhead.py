@@ -22,6 +22,7 @@ Timed as scripts/bench/benchmark.py times host calls: best of 7 interleaved roun
 from __future__ import annotations
 
 import argparse
+import sys
 
 import torch
 
@@ -123,10 +124,18 @@ def layers(device: str) -> dict:
     return ways
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.bench.host_overhead")
-    parser.add_argument("--device", default="cuda")
+    parser.add_argument(
+        "--device", default="cuda", choices=("cuda", "cpu"), help="where the tensors live"
+    )
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print(
+            "scripts.bench.host_overhead: no CUDA GPU here; --device cpu times the CPU path",
+            file=sys.stderr,
+        )
+        return 2
     a = torch.randn(1024, device=args.device)
     b = torch.randn(1024, device=args.device)
     ways = layers(args.device)
@@ -140,7 +149,8 @@ def main() -> None:
         step = f"{us - previous:+6.2f}" if previous is not None and name.startswith("+") else ""
         print(f"{name:<50} {us:7.2f} us/call  {us / best['torch.add']:5.2f}x torch.add  {step}")
         previous = us
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -33,6 +33,9 @@ PEERS = ("torch.add", "torch.compile", "triton")
 DTYPE_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
 
 
+BUILD_IT = "build it with the nvcc line atop scripts/bench/tune_variants.cu"
+
+
 def load_lib(lib_path: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(lib_path))
     # (variant, dtype code, a, b, out, n, stream)
@@ -107,7 +110,9 @@ def summarize(rows: list[dict]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.bench.tune_variants", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("lib", type=Path, nargs="+", help="one or more variant libraries")
     parser.add_argument(
         "--sizes", type=benchmark.parse_sizes, default=benchmark.parse_sizes("16-28")
@@ -119,8 +124,14 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("tune_variants.csv"))
     args = parser.parse_args()
 
+    missing = [str(lib) for lib in args.lib if not lib.is_file()]
+    if missing:
+        parser.error(f"no such library: {', '.join(missing)} ({BUILD_IT})")
     import torch
 
+    if not torch.cuda.is_available():
+        print("scripts.bench.tune_variants: needs a CUDA GPU", file=sys.stderr)
+        return 2
     settings = benchmark.Settings(10, args.rep_ms, 0, 0, False, rounds=args.rounds)
     print(torch.cuda.get_device_name(0), torch.__version__, flush=True)
     rows = []

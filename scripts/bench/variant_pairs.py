@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from scripts.bench import benchmark
-from scripts.bench.tune_variants import variant_impls
+from scripts.bench.tune_variants import BUILD_IT, variant_impls
 
 CELLS = "float32:20-23,bfloat16:21-24"
 
@@ -35,14 +35,21 @@ def parse_cells(text: str) -> list[tuple[str, int]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.bench.variant_pairs", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("lib", type=Path)
     parser.add_argument("--pair", action="append", required=True, help="BASE,OTHER names")
     parser.add_argument("--cells", type=parse_cells, default=parse_cells(CELLS))
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-
+    if not args.lib.is_file():
+        parser.error(f"no such library: {args.lib} ({BUILD_IT})")
     import torch
+
+    if not torch.cuda.is_available():
+        print("scripts.bench.variant_pairs: needs a CUDA GPU", file=sys.stderr)
+        return 2
 
     settings = benchmark.Settings(10, 40, 0, 0, False, rounds=args.rounds)
     pairs = [tuple(p.split(",")) for p in args.pair]

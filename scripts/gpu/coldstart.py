@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 # Runs in a fresh interpreter; prints one JSON object of seconds.
 CHILD = r"""
@@ -109,11 +110,22 @@ def measure(repeats: int) -> dict:
     return rows
 
 
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(text)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", help="also write the numbers here")
+    parser = argparse.ArgumentParser(prog="python -m scripts.gpu.coldstart", description=__doc__)
+    parser.add_argument("--repeats", type=positive_int, default=3, help="fresh processes")
+    parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args()
+    if args.json:  # its folder made now, not after minutes of measuring
+        try:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            parser.error(f"--json {args.json}: {exc}")
     rows = measure(args.repeats)
     device = rows.pop("device")
     print(f"cold start on {device}, median of {args.repeats} fresh processes")

@@ -2,9 +2,14 @@
 elements (large enough to stream from HBM, small enough for Nsight Compute's
 replays to be quick)."""
 
+import sys
+
 import torch
 
 import cuda_ext_example
+
+if not torch.cuda.is_available():
+    sys.exit("scripts.gpu.ncu_target: needs a CUDA GPU (it is what `make ncu` profiles)")
 
 for dtype in (torch.float32, torch.bfloat16):
     a = torch.randn(2**24, device="cuda", dtype=dtype)

@@ -16,9 +16,14 @@ import cuda_ext_example
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.gpu.profile_trace", description=__doc__
+    )
     parser.add_argument("--out", type=Path, default=Path("build/results/trace.json"))
-    parser.add_argument("--size", type=int, default=24, help="log2 of the element count")
+    parser.add_argument(
+        "--size", type=int, default=24, choices=range(10, 31), metavar="10..30",
+        help="log2 of the element count (default 24)",
+    )  # fmt: skip
     parser.add_argument("--iters", type=int, default=5)
     args = parser.parse_args()
 

@@ -13,6 +13,9 @@ import cuda_ext_example
 from cuda_ext_example import SUPPORTED_DTYPES
 from cuda_ext_example.op_checks import DECLARATIONS, reference, sample_inputs
 
+if not torch.cuda.is_available():
+    sys.exit("scripts.gpu.sanitizer_target: needs a CUDA GPU (compute-sanitizer runs it)")
+
 SIZES = [1, 2, 7, 15, 17, 33, 1000, 4099, (1 << 20) + 3]
 LARGEST = [(1 << 26) + 5]
 wrong = 0

@@ -259,7 +259,8 @@ def write_table(paths: list[Path], path: Path = TABLE_FILE, check: bool = False)
         same = text == path.read_text()
         print(f"{path.name} {'matches' if same else 'differs from'} the measurements")
         return 0 if same else 1
-    path.write_text(text)
+    if text != path.read_text():  # unchanged, untouched: a newer mtime rebuilds the wheel
+        path.write_text(text)
     written = load(path)  # what the build will read: refuse to leave a table it cannot use
     shapes = written.compiled(with_candidates=False)
     print(f"wrote {path}: {len(written.tables)} tables, {len(shapes)} shapes compiled: "

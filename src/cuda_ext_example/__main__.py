@@ -7,12 +7,29 @@ smoke-test                 the classic int64 arange, then every op against its t
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+
+PROG = "python -m cuda_ext_example"
+# The commands that take no arguments, with the line `--help` shows for each.
+NO_ARGUMENTS = {
+    "doctor": "Will this wheel run here, and if not, why: Python, torch, driver, GPUs against "
+    "the wheel's build record, then every op against its torch reference. Exit 1 when "
+    "something would fail.",
+    "smoke-test": "The classic int64 arange, then every op against its torch reference on "
+    "the CPU and, where there is one, the GPU. Exit 1 on a mismatch.",
+}
 
 
 def main(argv: list[str]) -> int:
     command, rest = (argv[0], argv[1:]) if argv else ("", [])
+    if command in NO_ARGUMENTS:
+        # --help prints the help and exits 0; a stray argument is an error (exit 2), not
+        # silently ignored
+        argparse.ArgumentParser(
+            prog=f"{PROG} {command}", description=NO_ARGUMENTS[command]
+        ).parse_args(rest)
     if command == "doctor":
         from .doctor import main as doctor
 
@@ -25,8 +42,13 @@ def main(argv: list[str]) -> int:
         from .smoke_test import main as smoke_test
 
         return smoke_test()
+    if command in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    if command:
+        print(f"{PROG}: unknown command {command!r}", file=sys.stderr)
     print(__doc__.strip(), file=sys.stderr)
-    return 0 if command in ("-h", "--help") else 2
+    return 2
 
 
 if __name__ == "__main__":
