@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 # Same commit, same bytes: every timestamp in the artifacts is the commit's.
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 
-.PHONY: tune-wheel tune-table venv wheel repair install test release cpp lint format clean lock aarch64-check \
+.PHONY: help tune-wheel tune-table venv wheel repair install test release cpp lint format clean lock aarch64-check \
 	doctor ptx sass symbols jit coldstart profile bench ncu rename bench-wheels compare-nvrtc
 
 # The CPUs the release ships a wheel for; ARCH picks one for wheel/repair. The
@@ -24,6 +24,15 @@ dist_of = $(if $(filter $(1),$(HOST_ARCH)),dist,build/$(1)/dist)
 wheelhouse_of = $(if $(filter $(1),$(HOST_ARCH)),wheelhouse,build/$(1)/wheelhouse)
 DIST := $(call dist_of,$(ARCH))
 WHEELHOUSE := $(call wheelhouse_of,$(ARCH))
+
+# `make` alone: what to type (README.md says more).
+help:
+	@echo "make release    the main job: build, auditwheel show + repair, gates, twine check,"
+	@echo "                upload to a local index, pip install, smoke test"
+	@echo "make test       the tests: build, repair, install the wheel into .venv, pytest"
+	@echo "make doctor | ptx | sass | symbols | cpp | lint | format | clean | lock | aarch64-check"
+	@echo "on a GPU machine, after make install (or with RUN_PY=a Python that has CUDA torch"
+	@echo "and this package): make bench | bench-square | coldstart | profile | jit | ncu"
 
 # Every tool at the version and the bytes of requirements/dev.lock (hashes checked),
 # from PyPI or whatever index pip is configured with. buildtools/setup_venv.py checks

@@ -28,6 +28,14 @@ def test_readme_starts_with_main_job_and_test_commands():
     assert readme_commands() == ["make release", "make test"]
 
 
+def test_make_alone_names_the_readme_commands():
+    # `make` with no target ran the venv set-up silently ("Nothing to be done for 'venv'").
+    run = subprocess.run(["make", "-s"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    firsts = [line.split()[:2] for line in run.stdout.splitlines() if line.startswith("make ")]
+    assert [" ".join(words) for words in firsts[:2]] == readme_commands()
+
+
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     test_command = readme_commands()[1]

@@ -445,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        print("benchmark.py needs a CUDA GPU", file=sys.stderr)
+        print("scripts.bench: needs a CUDA GPU", file=sys.stderr)
         return 2
     missing = missing_prerequisite()
     if missing:
