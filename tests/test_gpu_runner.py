@@ -4,10 +4,12 @@ facts its logs and benchmark files start with."""
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from scripts.gpu import __main__ as gpu_main
 from scripts.gpu.__main__ import missing_test_tools, pytest_targets
 from scripts.gpu.facts import measured_gpu, package_line
 from scripts.gpu.preflight import missing_modules
@@ -90,3 +92,66 @@ def test_gpu_make_targets_with_a_python_lacking_torch_say_the_fix_in_one_line(ta
     assert len(lines) == 1, run.stderr
     assert lines[0].startswith(f"make {target}: ")
     assert "cannot import torch" in lines[0] and "run `make install` first" in lines[0]
+
+
+def fake_wheel(path: Path) -> Path:
+    """A zip file with a wheel's name, which pip refuses (no .dist-info)."""
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("x.py", "")
+    return path
+
+
+def gpu_runner(*args, tmp: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "scripts.gpu", *map(str, args)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, TMPDIR=str(tmp)),  # where its temp folders would stay behind
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["suite", "/nonexistent.whl"], "no such file: /nonexistent.whl"),
+        (["suite", "README.md"], "README.md is not a wheel"),
+        (["tools", "/nonexistent.whl", "OUT"], "no such file: /nonexistent.whl"),
+        (["release-check", "/nonexistent.whl", "OUT"], "no such file: /nonexistent.whl"),
+        # It made build/compat-* and installed torch before looking at the wheel.
+        (["compat", "torch==0.0.0+cee.cli.test", "/nonexistent.whl"], "no such file"),
+    ],
+)
+def test_gpu_runner_checks_the_wheel_before_pip(args, said, tmp_path):
+    # Each ended in CalledProcessError from pip install --target (or pip's "no requirements").
+    outdir = tmp_path / "out"
+    run = gpu_runner(*[outdir if a == "OUT" else a for a in args], tmp=tmp_path)
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip() == run.stderr.strip().splitlines()[0]  # one line
+    assert run.stderr.startswith(f"scripts.gpu {args[0]}: ") and said in run.stderr
+    assert "make wheel" in run.stderr
+    assert not outdir.exists() and not list(tmp_path.glob("cee-*"))
+    assert not (ROOT / "build" / "compat-torch__0_0_0_cee_cli_test").exists()
+
+
+def test_gpu_runner_reports_a_failed_pip_in_one_line_and_cleans_up(tmp_path):
+    run = gpu_runner("suite", fake_wheel(tmp_path / "x-1-py3-none-any.whl"), tmp=tmp_path)
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr, run.stderr
+    last = run.stderr.strip().splitlines()[-1]  # pip's own message comes above
+    assert last.startswith("scripts.gpu suite: pip install --no-index of x-1-py3-none-any.whl")
+    assert last.endswith("failed (exit 1; see the output above)")
+    assert not list(tmp_path.glob("cee-site-*"))  # the target folder is gone
+
+
+def test_release_check_without_tool_wheels_names_what_is_missing(tmp_path, monkeypatch, capsys):
+    # With .whl/tools/ empty it ran pip with no wheels: CalledProcessError.
+    monkeypatch.setitem(gpu_main.RELEASE_TOOLS, "no_such_module_cee", "no-such-dist")
+    wheel = fake_wheel(tmp_path / "x-1-py3-none-any.whl")
+    (tmp_path / "tools").mkdir()
+    args = ["release-check", str(wheel), str(tmp_path / "out"), "--tools", str(tmp_path / "tools")]
+    assert gpu_main.main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("scripts.gpu release-check: the prove step needs ")
+    assert "\n" not in err and "no-such-dist" in err  # (and any real tool this machine lacks)
+    assert f"pip download -d {tmp_path / 'tools'} " in err
+    assert not (tmp_path / "out").exists()

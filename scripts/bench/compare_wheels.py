@@ -1,4 +1,4 @@
-"""Two builds of the wheel, one GPU session: my_fast_add's ratio to torch.add and host time.
+r"""Two builds of the wheel, one GPU session: my_fast_add's ratio to torch.add and host time.
 
     python -m scripts.bench.compare_wheels NAME=SITE_DIR_OR_WHEEL NAME=... \
         [--passes 2] [--sizes 24-28]
@@ -14,16 +14,21 @@ methods). Used to show that the NVRTC + driver-API wheel keeps the CUDA 13 wheel
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
+import zipfile
+from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository root
 SIZES = range(20, 29)
 DTYPES = ("float32", "bfloat16")
+PROG = "scripts.bench.compare_wheels"
 
 CHILD = r"""
 import json
@@ -49,18 +54,18 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def site_of(path: str) -> str:
-    """A folder where the wheel (or the folder itself) is installed."""
+def install(path: str, stack: ExitStack) -> str:
+    """A folder where the wheel (or the folder itself) is installed; a wheel's is removed
+    when `stack` closes."""
     if not path.endswith(".whl"):
         return path
-    import tempfile
-
-    site = tempfile.mkdtemp(prefix="cee-compare-")
-    subprocess.run(
+    site = stack.enter_context(tempfile.TemporaryDirectory(prefix="cee-compare-"))
+    run = subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
          site, path],
-        check=True,
     )  # fmt: skip
+    if run.returncode != 0:
+        raise SystemExit(f"{PROG}: pip could not install {path} (see its message above)")
     return site
 
 
@@ -76,22 +81,90 @@ def run_child(site: str, sizes=SIZES) -> dict:
     return json.loads(line[len("RESULT ") :])
 
 
+def sizes_range(text: str) -> range:
+    """--sizes LOW-HIGH: 2^LOW .. 2^HIGH elements."""
+    try:
+        low, high = (int(x) for x in text.split("-"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not LOW-HIGH (e.g. 24-28): {text!r}") from None
+    if low > high:
+        raise argparse.ArgumentTypeError(f"LOW above HIGH: {text!r}")
+    return range(low, high + 1)
+
+
+def passes_count(text: str) -> int:
+    """--passes: at least 1 (the table's medians need a pass)."""
+    try:
+        passes = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if passes < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 pass, got {passes}")
+    return passes
+
+
+def path_problem(path: str) -> str | None:
+    """Why PATH is neither a wheel nor a folder with the package installed (None: it is)."""
+    if not path:
+        return "names no wheel"
+    if not Path(path).exists():
+        return "no such file or folder"
+    if path.endswith(".whl"):
+        return None if zipfile.is_zipfile(path) else "not a wheel (a .whl zip file)"
+    if not (Path(path) / "cuda_ext_example").is_dir():
+        return "neither a .whl nor a folder with cuda_ext_example installed (pip --target)"
+    return None
+
+
+def gpu_problem() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return f"{sys.executable} cannot import torch"
+    return None if torch.cuda.is_available() else "no CUDA GPU here (it times kernels)"
+
+
+def refuse(problem: str) -> int:
+    print(f"{PROG}: {problem}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str]) -> int:
-    passes, sizes = 2, SIZES
-    if "--passes" in argv:
-        i = argv.index("--passes")
-        passes = int(argv[i + 1])
-        argv = argv[:i] + argv[i + 2 :]
-    if "--sizes" in argv:  # e.g. 24-28: 2^24 .. 2^28
-        i = argv.index("--sizes")
-        low, high = (int(x) for x in argv[i + 1].split("-"))
-        sizes = range(low, high + 1)
-        argv = argv[:i] + argv[i + 2 :]
-    wheels = {name: site_of(path) for name, path in (arg.split("=", 1) for arg in argv)}
-    runs: dict[str, list[dict]] = {name: [] for name in wheels}
-    for _ in range(passes):
-        for name, site in wheels.items():
-            runs[name].append(run_child(site, sizes))
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {PROG}",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("wheels", nargs="*", metavar="NAME=PATH", help="a .whl or a site folder")
+    parser.add_argument("--passes", type=passes_count, default=2, help="default: 2")
+    parser.add_argument("--sizes", type=sizes_range, default=SIZES, help="e.g. 24-28: 2^24..2^28")
+    args = parser.parse_args(argv)
+    passes, sizes = args.passes, args.sizes
+    # Every check before any work (pip, a GPU process): one line, exit 2. An empty or missing
+    # path is what `make compare-nvrtc` passes without `make bench-wheels`; taken as a folder
+    # it would run the installed package, compared with itself.
+    items = [arg.partition("=") for arg in args.wheels]
+    if any(not name or not sep for name, sep, _ in items):
+        return refuse(f"every argument is NAME=PATH, got: {' '.join(args.wheels)}; see --help")
+    paths = {name: path for name, _, path in items}
+    if len(paths) < 2 or len(paths) != len(items):
+        return refuse(
+            "give two or more NAME=PATH, each NAME once (e.g. a=dist/a.whl b=dist/b.whl); "
+            "make compare-nvrtc passes the wheels of `make bench-wheels`"
+        )
+    for name, path in paths.items():
+        problem = path_problem(path)
+        if problem:
+            return refuse(f"{name}={path}: {problem}; build the wheels with `make bench-wheels`")
+    problem = gpu_problem()
+    if problem:
+        return refuse(f"{problem}; run it on a GPU machine with CUDA torch")
+    with ExitStack() as stack:
+        wheels = {name: install(path, stack) for name, path in paths.items()}
+        runs: dict[str, list[dict]] = {name: [] for name in wheels}
+        for _ in range(passes):
+            for name, site in wheels.items():
+                runs[name].append(run_child(site, sizes))
     names = list(wheels)
     for name in names:
         print(f"{name}: device code {runs[name][0]['device_code']}")

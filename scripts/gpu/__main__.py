@@ -21,6 +21,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from buildtools.config import ROOT
@@ -31,29 +34,50 @@ EXTRA_WHEELS = ROOT / ".whl"
 # Modules the tests import that a lent GPU machine lacks (import name -> distribution): they
 # come from .whl/, and without them a whole suite run is spent on failures of one cause.
 TEST_TOOLS = {"elftools": "pyelftools"}
+# What release-check's prove step imports (the local index, the notebook run).
+RELEASE_TOOLS = {"pypiserver": "pypiserver", "nbclient": "nbclient", "ipykernel": "ipykernel"}
 
 
-def install_offline(wheels: list[Path]) -> str:
-    """Wheels into a fresh target folder, without network; returns the folder."""
-    site = tempfile.mkdtemp(prefix="cee-site-")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile",
-         "--target", site, *wheels],
-        check=True,
-    )  # fmt: skip
-    return site
+class Refused(Exception):
+    """Bad input or a failed step: main prints it as one line and exits 1, no traceback."""
 
 
-def install(wheel: Path) -> dict:
-    """The wheel (and .whl/ extras) installed; the environment that sees it."""
-    site = install_offline([wheel, *sorted(EXTRA_WHEELS.glob("*.whl"))])
-    path = os.pathsep.join([site, str(ROOT)])
-    return dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
+def check_wheel(wheel: Path) -> None:
+    """Before any slow work (pip, venvs): the path is a wheel file."""
+    if not wheel.exists():
+        raise Refused(f"no such file: {wheel}; pass the wheel `make wheel` built (dist/*.whl)")
+    if not wheel.is_file() or wheel.suffix != ".whl" or not zipfile.is_zipfile(wheel):
+        raise Refused(
+            f"{wheel} is not a wheel (a .whl zip file); pass the wheel `make wheel` built "
+            "(dist/*.whl)"
+        )
 
 
-def outside_tree() -> str:
-    """A working directory away from the checkout: the installed wheel is what runs."""
-    return tempfile.mkdtemp(prefix="cee-run-")
+def run_step(cmd: list, what: str, **kwargs) -> None:
+    """Runs cmd (its own output shows); a failure is one line, not CalledProcessError."""
+    code = subprocess.run([str(c) for c in cmd], **kwargs).returncode
+    if code != 0:
+        raise Refused(f"{what} failed (exit {code}; see the output above)")
+
+
+@contextmanager
+def install_offline(wheels: list[Path]) -> Iterator[str]:
+    """Wheels into a fresh target folder, without network; yields the folder, removed after."""
+    with tempfile.TemporaryDirectory(prefix="cee-site-") as site:
+        run_step(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+             "--no-compile", "--target", site, *wheels],
+            f"pip install --no-index of {', '.join(Path(w).name for w in wheels)}",
+        )  # fmt: skip
+        yield site
+
+
+@contextmanager
+def install(wheel: Path) -> Iterator[dict]:
+    """The wheel (and .whl/ extras) installed; yields the environment that sees it."""
+    with install_offline([wheel, *sorted(EXTRA_WHEELS.glob("*.whl"))]) as site:
+        path = os.pathsep.join([site, str(ROOT)])
+        yield dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
 
 
 def facts_in(env: dict) -> str:
@@ -76,26 +100,27 @@ def missing_test_tools(env: dict, tools: dict[str, str] = TEST_TOOLS) -> list[st
 
 
 def cmd_suite(args) -> int:
-    env = install(args.wheel)
-    missing = missing_test_tools(env)
-    if missing:
-        print(
-            f"scripts.gpu suite: the tests need {', '.join(missing)}, which this machine lacks: "
-            f"on the build machine, pip download --no-deps -d .whl {' '.join(missing)} (the "
-            "versions of requirements/dev.lock), then carry .whl",
-            file=sys.stderr,
-        )
-        return 2
-    log = Log(args.log)
-    log.write(f"wheel: {args.wheel.name}\n{facts_in(env)}")
-    # -P: keep the source tree's cwd off sys.path; pytest adds the root for scripts/.
-    code = log.run(
-        "pytest",
-        [sys.executable, "-P", "-m", "pytest", *pytest_targets(args.pytest_args), "-p",
-         "no:cacheprovider", "-rs", "--durations=20", "-m", "not release", *args.pytest_args],
-        env=env, cwd=ROOT,
-    )  # fmt: skip
-    return code
+    check_wheel(args.wheel)
+    with install(args.wheel) as env:
+        missing = missing_test_tools(env)
+        if missing:
+            print(
+                f"scripts.gpu suite: the tests need {', '.join(missing)}, which this machine "
+                f"lacks: on the build machine, pip download --no-deps -d .whl {' '.join(missing)} "
+                "(the versions of requirements/dev.lock), then carry .whl",
+                file=sys.stderr,
+            )
+            return 2
+        log = Log(args.log)
+        log.write(f"wheel: {args.wheel.name}\n{facts_in(env)}")
+        # -P: keep the source tree's cwd off sys.path; pytest adds the root for scripts/.
+        return log.run(
+            "pytest",
+            [sys.executable, "-P", "-m", "pytest", *pytest_targets(args.pytest_args), "-p",
+             "no:cacheprovider", "-rs", "--durations=20", "-m", "not release",
+             *args.pytest_args],
+            env=env, cwd=ROOT,
+        )  # fmt: skip
 
 
 def pytest_targets(pytest_args: list[str]) -> list[str]:
@@ -106,16 +131,20 @@ def pytest_targets(pytest_args: list[str]) -> list[str]:
 
 
 def cmd_tools(args) -> int:
-    env = install(args.wheel)
-    out = args.outdir.resolve()
+    check_wheel(args.wheel)
+    with install(args.wheel) as env, tempfile.TemporaryDirectory(prefix="cee-run-") as here:
+        # `here`: a working directory away from the checkout, so the installed wheel runs.
+        return run_tools(args.wheel, args.outdir.resolve(), env, here)
+
+
+def run_tools(wheel: Path, out: Path, env: dict, here: str) -> int:
     log = Log(out / "tools.log")
-    log.write(f"wheel: {args.wheel.name}\n{facts_in(env)}")
-    here = outside_tree()
+    log.write(f"wheel: {wheel.name}\n{facts_in(env)}")
     py = [sys.executable, "-P"]
     log.run("doctor", [*py, "-m", "cuda_ext_example", "doctor"], env=env, cwd=here)
     log.run(
         "inspect (device code, ELF, shims)",
-        [*py, "-m", "cuda_ext_example", "inspect", args.wheel.resolve()],
+        [*py, "-m", "cuda_ext_example", "inspect", wheel.resolve()],
         env=env, cwd=here,
     )  # fmt: skip
     tool = [sys.executable, "-m"]  # from the root, for scripts.gpu.*; the wheel comes first
@@ -143,26 +172,41 @@ def cmd_tools(args) -> int:
 
 
 def cmd_release_check(args) -> int:
-    out = args.outdir.resolve()
-    log = Log(out / "release-check.log")
-    log.write(f"wheel: {args.wheel.name}")
-    log.write(header())
-    # pypiserver, nbclient, ipykernel and what they need, as wheels carried here.
-    tools = install_offline(sorted(args.tools.glob("*.whl")))
-    return log.run(
-        "prove: local index, Colab notebook, smoke test",
-        [sys.executable, "-m", "scripts.release", "prove", args.wheel.resolve(),
-         "--system-torch", "--notebook", "--out", out],
-        cwd=ROOT, env=dict(os.environ, PYTHONPATH=tools),
-    )  # fmt: skip
+    check_wheel(args.wheel)
+    # pypiserver, nbclient, ipykernel and what they need, as wheels carried here; none
+    # there: the machine's own, if it has them (pip with no wheels would only fail).
+    tool_wheels = sorted(args.tools.glob("*.whl"))
+    with install_offline(tool_wheels) if tool_wheels else nullcontext(None) as tools:
+        env = dict(os.environ, PYTHONPATH=tools) if tools else dict(os.environ)
+        missing = missing_test_tools(env, RELEASE_TOOLS)
+        if missing:
+            raise Refused(
+                f"the prove step needs {', '.join(missing)}, which this machine lacks: on the "
+                f"build machine, pip download -d {args.tools} {' '.join(missing)} (with what "
+                "they need), then carry that folder"
+            )
+        out = args.outdir.resolve()
+        log = Log(out / "release-check.log")
+        log.write(f"wheel: {args.wheel.name}")
+        log.write(header())
+        return log.run(
+            "prove: local index, Colab notebook, smoke test",
+            [sys.executable, "-m", "scripts.release", "prove", args.wheel.resolve(),
+             "--system-torch", "--notebook", "--out", out],
+            cwd=ROOT, env=env,
+        )  # fmt: skip
 
 
 def cmd_compat(args) -> int:
+    check_wheel(args.wheel)  # before the venv and torch's download
     venv_dir = ROOT / "build" / ("compat-" + "".join(c if c.isalnum() else "_" for c in args.torch))
-    subprocess.run([sys.executable, "-m", "venv", "--clear", venv_dir], check=True)
+    run_step([sys.executable, "-m", "venv", "--clear", venv_dir], f"creating the venv {venv_dir}")
     pip = [venv_dir / "bin" / "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, args.torch, "-r", ROOT / "requirements" / "test.in"], check=True)
-    subprocess.run([*pip, "--no-deps", args.wheel], check=True)
+    run_step(
+        [*pip, args.torch, "-r", ROOT / "requirements" / "test.in"],
+        f"pip install {args.torch} (is it a torch version pip can get here?)",
+    )
+    run_step([*pip, "--no-deps", args.wheel], f"pip install {args.wheel.name}")
     log = Log(args.log)
     python = venv_dir / "bin" / "python"
     facts = subprocess.run(
@@ -210,7 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(ours)
     args.pytest_args = rest
-    return args.func(args)
+    try:
+        return args.func(args)
+    except Refused as refused:
+        print(f"scripts.gpu {args.command}: {refused}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

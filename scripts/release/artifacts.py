@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import re
 import tarfile
 import urllib.request
 from pathlib import Path
@@ -30,11 +31,28 @@ def write_sha256sums(files: list[Path], out: Path) -> Path:
     return out
 
 
+# A line of `sha256sum`: 64 hex digits, a blank, then " " (text) or "*" (binary) and the name.
+SUMS_LINE = re.compile(r"([0-9a-fA-F]{64}) [ *](.+)")
+
+
 def read_sha256sums(path: Path) -> dict[str, str]:
-    return {
-        name: digest
-        for digest, name in (line.split("  ", 1) for line in path.read_text().splitlines())
-    }
+    """{file name: sha256}; ValueError naming the file and line when it is not sha256sum's
+    format (or lists nothing), OSError when it cannot be read."""
+    try:
+        text = Path(path).read_text()
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not a text file") from None
+    sums = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        match = SUMS_LINE.fullmatch(line)
+        if match is None:
+            if not line.strip():
+                continue
+            raise ValueError(f"{path} line {number} is not '<sha256>  <file name>': {line[:80]!r}")
+        sums[match[2]] = match[1].lower()
+    if not sums:
+        raise ValueError(f"{path} lists no files")
+    return sums
 
 
 def normalize_sdist(path: Path, epoch: int) -> None:
@@ -62,9 +80,10 @@ def normalize_sdist(path: Path, epoch: int) -> None:
 def verify_served(simple_url: str, sums: Path, project: str = "cuda_ext_example") -> list[str]:
     """Downloads every file of SHA256SUMS from the index; returns the mismatches (or
     missing files), [] when the index serves exactly what was built."""
+    expected = read_sha256sums(sums)  # before the network: a bad file is no index problem
     served = project_files(simple_url, project)
     problems = []
-    for name, digest in read_sha256sums(sums).items():
+    for name, digest in expected.items():
         if name not in served:
             problems.append(f"{name}: not on the index")
             continue

@@ -610,8 +610,24 @@ def all_gates(cfg: config.BuildConfig, torch_include: Path) -> list[tuple[str, C
     ]
 
 
+def wheel_problem(path: Path) -> str | None:
+    """What makes `path` no wheel file (missing, a folder, not a .whl zip), or None."""
+    if not path.is_file():
+        return "no such file" if not path.exists() else "not a file"
+    if path.suffix != ".whl" or not zipfile.is_zipfile(path):
+        return "not a wheel (a .whl zip file)"
+    return None
+
+
 def run_gates(wheel: Path, log=print) -> None:
     """Runs every gate in order; the first failure raises GateFailure."""
+    problem = wheel_problem(Path(wheel))  # before the gates, each of which opens it as a zip
+    if problem:
+        raise GateFailure(
+            "wheel",
+            f"{wheel}: {problem}",
+            "pass the repaired wheel (make repair: wheelhouse/*.whl)",
+        )
     cfg = config.load(dev_spec="")  # what a release must carry, whatever $CEE_SASS_ARCHS says
     torch_include, _ = torch_paths()
     if not TORCH_ABI_AUDIT_RUNS:

@@ -14,6 +14,7 @@ what was wrong and how to fix it.
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
 import platform
 import shutil
@@ -23,13 +24,14 @@ import sysconfig
 import tempfile
 import time
 import venv
+import zipfile
 from contextlib import ExitStack
 from pathlib import Path
 
 from buildtools import config
 
-from .artifacts import normalize_sdist, verify_served, write_sha256sums
-from .gates import GateFailure, run_gates, venv_tool, wheel_arch
+from .artifacts import normalize_sdist, read_sha256sums, verify_served, write_sha256sums
+from .gates import GateFailure, run_gates, venv_tool, wheel_arch, wheel_problem
 from .local_index import local_index
 from .simple_index import project_files
 
@@ -80,7 +82,8 @@ class Pipeline:
         start = time.monotonic()
         try:
             result = func(*args)
-        except (StepFailure, GateFailure, RuntimeError, OSError) as failure:
+        # BadZipFile: a damaged wheel (a whole zip file passes zipfile.is_zipfile's look).
+        except (StepFailure, GateFailure, RuntimeError, OSError, zipfile.BadZipFile) as failure:
             took = time.monotonic() - start
             print(f"<== FAILED: {name} after {took:.1f} s\n{failure}", file=sys.stderr, flush=True)
             raise SystemExit(1) from None
@@ -249,7 +252,18 @@ def execute_notebook(python: Path, env: dict, executed: Path) -> None:
 # ---------------------------------------------------------------- commands
 
 
+def refuse_bad_files(command: str, files: list[Path], fix: str, wheels: bool = True) -> None:
+    """Before the slow steps (builds, venvs, the index): each file is there (with wheels: a
+    .whl zip file); else one line naming it, and exit 1."""
+    for path in files:
+        missing = None if path.is_file() else "no such file"
+        problem = wheel_problem(path) if wheels else missing
+        if problem:
+            raise SystemExit(f"scripts.release {command}: {path}: {problem}; {fix}")
+
+
 def cmd_repair(args) -> Path:
+    refuse_bad_files("repair", [args.wheel], "pass the wheel `make wheel` built (dist/*.whl)")
     pipeline = Pipeline(3 if args.gate else 2)
     pipeline.step("auditwheel show", auditwheel_show, args.wheel)
     repaired = pipeline.step("auditwheel repair", auditwheel_repair, args.wheel, args.dest)
@@ -261,6 +275,8 @@ def cmd_repair(args) -> Path:
 def cmd_prove(args) -> None:
     """The prove step alone, for built files: served by a local index (copied in, as an
     upload would put them), installed into a fresh venv, smoke-tested."""
+    fix = "pass the repaired wheel (and sdist) of the release (build/release/)"
+    refuse_bad_files("prove", args.files, fix, wheels=False)  # a wheel and maybe an sdist
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as index_dir:
@@ -278,9 +294,30 @@ def cmd_prove(args) -> None:
 def cmd_verify(args) -> None:
     """An index's files against SHA256SUMS, retried while they are not there yet
     (PyPI's CDN takes a moment after an upload)."""
+    # The cheap checks first: the sums file and the URL, before any network.
+    fix = "pass the SHA256SUMS the release wrote (build/release/SHA256SUMS)"
+    try:
+        read_sha256sums(args.sums)
+    except OSError as err:
+        reason = f"cannot read {args.sums}: {err.strerror}"
+        raise SystemExit(f"scripts.release verify: {reason}; {fix}") from None
+    except ValueError as err:
+        raise SystemExit(f"scripts.release verify: {err}; {fix}") from None
+    if not args.index.startswith(("http://", "https://")):
+        raise SystemExit(
+            f"scripts.release verify: --index {args.index} is no http(s) URL; pass a simple "
+            "index's, e.g. https://pypi.org/simple/"
+        )
     deadline = time.monotonic() + args.wait
     while True:
-        problems = verify_served(args.index, args.sums)
+        try:
+            problems = verify_served(args.index, args.sums)
+        except (OSError, http.client.HTTPException) as err:  # URLError is an OSError
+            reason = getattr(err, "reason", None) or err
+            raise SystemExit(
+                f"scripts.release verify: cannot read the index {args.index}: {reason}; check "
+                "the URL (a simple index, e.g. https://pypi.org/simple/) and the network"
+            ) from None
         missing = [p for p in problems if p.endswith("not on the index")]
         if not problems or missing != problems or time.monotonic() > deadline:
             break
@@ -303,6 +340,9 @@ def default_torch_spec() -> str:
 
 
 def cmd_release(args) -> None:
+    # The given wheels before the sdist's build.
+    fix = "pass the wheel `make wheel` built (dist/*.whl)"
+    refuse_bad_files("release", args.wheel or [], fix)
     # Every step below (the build, auditwheel, the sdist) writes this time, not now's.
     os.environ.setdefault("SOURCE_DATE_EPOCH", str(config.source_date_epoch()))
     local = args.repository == "local"

@@ -8,6 +8,7 @@ python -m scripts.tune table [MEASUREMENTS...]        here: rewrites
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
 from pathlib import Path
 
@@ -52,7 +53,40 @@ def main(argv: list[str] | None = None) -> int:
         return measure(args.out, quick=args.quick, rounds=args.rounds)
     from .derive import write_table
 
-    return write_table(args.csv or sorted(MEASUREMENTS.glob("*.csv")), TABLE_FILE, args.check)
+    paths = args.csv or sorted(MEASUREMENTS.glob("*.csv"))
+    # Each file read once here first, so a wrong one is named in one line (derive's own
+    # reader, so what it expects stays in one place).
+    for path in paths:
+        problem = measurements_problem(path)
+        if problem:
+            print(
+                f"scripts.tune table: {path}: {problem}; pass the CSVs of `python -m scripts.tune "
+                f"measure` (default: every {MEASUREMENTS}/*.csv)",
+                file=sys.stderr,
+            )
+            return 2
+    return write_table(paths, TABLE_FILE, args.check)
+
+
+def measurements_problem(path: Path) -> str | None:
+    """Why `path` is no measurements CSV that derive.read_measurements takes, or None."""
+    from .derive import read_measurements
+
+    if not path.is_file():
+        return "no such file" if not path.exists() else "not a file"
+    try:
+        read_measurements(path)
+    except UnicodeDecodeError:
+        return "not a text file"
+    except KeyError as missing:
+        return f"not a measurements CSV (no {missing} column)"
+    except (ValueError, csv.Error) as err:
+        return f"not a measurements CSV ({err})"
+    except (TypeError, AttributeError):  # csv gives None for the fields a short row lacks
+        return "not a measurements CSV (a row has fewer fields than the header)"
+    except OSError as err:
+        return f"cannot read it: {err.strerror}"
+    return None
 
 
 if __name__ == "__main__":

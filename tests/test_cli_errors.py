@@ -1,0 +1,175 @@
+"""Bad input to the project's command-line tools: one line naming the command, the problem
+and the fix, a nonzero exit, no traceback; and the cheap checks come before slow work
+(pip, venvs, the network). Each case here ended in a traceback before."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_module(*args, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", *map(str, args)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+
+
+def refused(run: subprocess.CompletedProcess, prog: str) -> str:
+    """The one line of a refusal (asserted to be one, with no traceback)."""
+    assert run.returncode != 0, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith(f"{prog}: "), lines[0]
+    return lines[0]
+
+
+def fake_wheel(path: Path) -> Path:
+    """A zip file with a wheel's name (no real wheel: what the checks before pip pass)."""
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("x.py", "")
+    return path
+
+
+def closed_port_url() -> str:
+    """A URL of 127.0.0.1 where nothing listens (a port just freed): never the internet."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/simple/"
+
+
+# ------------------------------------------------------------------ scripts.release
+
+
+@pytest.mark.release
+@pytest.mark.parametrize(
+    ("wheel", "said"),
+    [("README.md", "README.md: not a wheel"), ("tests", "tests: not a file")],
+)
+def test_gates_refuse_a_file_that_is_no_wheel_in_the_pipelines_block(wheel, said):
+    # README.md ended in zipfile.BadZipFile, which the pipeline step did not catch.
+    run = run_module("scripts.release", "gates", wheel)
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr, run.stderr
+    assert "<== FAILED: gates" in run.stderr
+    assert f"[wheel] {said}" in run.stderr
+    assert "how to fix: pass the repaired wheel" in run.stderr
+
+
+@pytest.mark.release
+@pytest.mark.parametrize(
+    ("sums", "said"),
+    [
+        ("/nonexistent", "cannot read /nonexistent: No such file or directory"),
+        ("tests", "cannot read tests: Is a directory"),
+        ("README.md", "README.md line 1 is not '<sha256>  <file name>'"),
+        ("/dev/null", "/dev/null lists no files"),
+    ],
+)
+def test_verify_reads_the_sums_file_before_the_index(sums, said):
+    # The index (a closed port) was contacted first: URLError; then FileNotFoundError or a
+    # ValueError from unpacking README.md's lines.
+    line = refused(
+        run_module("scripts.release", "verify", sums, "--index", closed_port_url()),
+        "scripts.release verify",
+    )
+    assert said in line
+    assert "pass the SHA256SUMS the release wrote" in line
+
+
+@pytest.mark.release
+def test_verify_names_an_index_it_cannot_reach(tmp_path):
+    sums = tmp_path / "SHA256SUMS"
+    sums.write_text(f"{'0' * 64}  cuda_ext_example-0.1.0-cp310-abi3-linux_x86_64.whl\n")
+    url = closed_port_url()
+    line = refused(
+        run_module("scripts.release", "verify", sums, "--index", url), "scripts.release verify"
+    )
+    assert f"cannot read the index {url}" in line and "Connection refused" in line
+
+
+@pytest.mark.release
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (["repair", "README.md"], "README.md: not a wheel"),
+        (["prove", "/nonexistent.whl"], "/nonexistent.whl: no such file"),
+        (["release", "--wheel", "/nonexistent.whl", "--repository", "none"], "no such file"),
+    ],
+)
+def test_release_commands_check_the_given_files_first(command, said, tmp_path):
+    # prove and release ended in FileNotFoundError (release after building the sdist).
+    out = ["--dest" if command[0] == "repair" else "--out", tmp_path / "out"]
+    run = run_module("scripts.release", *command, *out)
+    assert said in refused(run, f"scripts.release {command[0]}")
+    assert not (tmp_path / "out").exists()  # nothing started
+
+
+# ------------------------------------------------------------ scripts.bench.compare_wheels
+
+COMPARE = "scripts.bench.compare_wheels"
+
+
+def test_compare_wheels_has_a_help():
+    run = run_module(COMPARE, "--help")  # was a ValueError: --help taken for NAME=PATH
+    assert run.returncode == 0, run.stderr
+    assert "NAME=PATH" in run.stdout and "--passes" in run.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ([], "give two or more NAME=PATH"),  # printed table headers, then IndexError
+        (["a=x.whl"], "give two or more NAME=PATH"),
+        (["a=x.whl", "a=y.whl"], "each NAME once"),
+        (["foo", "bar"], "every argument is NAME=PATH"),
+        # Missing paths were never reported: the child failed later, with a traceback.
+        (["a=/nonexistent", "b=/nonexistent2"], "a=/nonexistent: no such file or folder"),
+        # What `make compare-nvrtc` passes without `make bench-wheels`: it fell back to the
+        # installed package and would have compared it with itself.
+        (["nvrtc12.9=", "nvrtc12.0="], "nvrtc12.9=: names no wheel"),
+        (["a=README.md", "b=README.md"], "neither a .whl nor a folder"),
+    ],
+)
+def test_compare_wheels_refuses_bad_wheel_arguments(args, said):
+    line = refused(run_module(COMPARE, *args), COMPARE)
+    assert said in line
+    assert "make bench-wheels" in line or line.endswith("see --help")  # the fix
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where there is no GPU")
+def test_compare_wheels_without_a_gpu_stops_before_any_work(tmp_path):
+    a, b = fake_wheel(tmp_path / "a-1-py3-none-any.whl"), fake_wheel(tmp_path / "b.whl")
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    run = run_module(COMPARE, f"a={a}", f"b={b}", env=env)
+    assert run.returncode == 2
+    assert "no CUDA GPU here" in refused(run, COMPARE)
+    assert not list(tmp_path.glob("cee-compare-*"))  # nothing installed
+
+
+# ------------------------------------------------------------------ scripts.tune
+
+
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        ("/nonexistent.json", "/nonexistent.json: no such file"),  # FileNotFoundError
+        ("tuning", "tuning: not a file"),  # IsADirectoryError
+        ("README.md", "README.md: not a measurements CSV (no 'shape' column)"),  # KeyError
+    ],
+)
+def test_tune_table_names_a_file_that_is_no_measurements_csv(path, said):
+    line = refused(run_module("scripts.tune", "table", path), "scripts.tune table")
+    assert said in line
+    assert "python -m scripts.tune measure" in line
