@@ -19,6 +19,9 @@ WIDE = Shape(16, 256, 4)  # "16B x4 /256"
 NARROW = Shape(16, 128, 1)  # "16B x1 /128"
 EIGHT = Shape(8, 256, 1)  # "8B x1 /256"
 SHAPES = (WIDE, NARROW, EIGHT)
+EVICT_FIRST = Shape(16, 128, 2, "evict-first")  # "16B x2 /128 evict-first"
+MEASUREMENTS = launch_shapes.TABLE_FILE.parent / "measurements"
+TABLE_FILE = launch_shapes.TABLE_FILE
 LOG2_BYTES = range(16, 23)  # 64 KiB .. 4 MiB per tensor
 PREAMBLE = "[candidates]\nshapes = []\n"
 
@@ -92,11 +95,32 @@ def test_parse_shape_round_trips_the_labels():
     assert str(WIDE) == "16B x4 /256"
     assert derive.parse_shape("16B x4 /256") == Shape(16, 256, 4)
     assert derive.parse_shape("8B x2 /512") == Shape(8, 512, 2)
+    assert str(EVICT_FIRST) == "16B x2 /128 evict-first"
+    assert derive.parse_shape("16B x2 /128 evict-first") == Shape(16, 128, 2, "evict-first")
     for access in launch_shapes.ACCESS_BYTES:
         for block in (32, 64, 128, 256, 512, 1024):
             for per_thread in (1, 2, 4, 8):
-                shape = Shape(access, block, per_thread)
-                assert derive.parse_shape(str(shape)) == shape
+                for load in launch_shapes.LOADS:
+                    shape = Shape(access, block, per_thread, load)
+                    assert derive.parse_shape(str(shape)) == shape
+
+
+@pytest.mark.parametrize("label", ["16B x2 /128 evict-last", "16B x2 /128 evict-first x"])
+def test_parse_shape_refuses_an_unknown_load_flavour(label):
+    with pytest.raises(launch_shapes.LaunchShapeError, match="load flavour"):
+        derive.parse_shape(label)
+
+
+def test_the_measurements_of_before_the_load_flavours_read_as_the_read_only_load():
+    """tuning/measurements' CSVs have no flavour in their labels: every shape there is the
+    read-only load, and they derive the tables tuning/launch_shapes.toml has (the flavours
+    changed no table)."""
+    paths = sorted(MEASUREMENTS.glob("*.csv"))
+    assert paths, "no measurements in tuning/measurements"
+    rows = [row for path in paths for row in derive.read_measurements(path)]
+    assert rows and {row.shape.load for row in rows} == {launch_shapes.DEFAULT_LOAD}
+    text = derive.table_text(derive.latest_per_gpu(paths), derive._preamble(TABLE_FILE))
+    assert text == TABLE_FILE.read_text()
 
 
 def test_read_measurements_skips_reference_and_copy(two_gpus):
@@ -292,7 +316,46 @@ def test_carried_shapes_are_picked_on_the_large_sizes():
     assert derive.carried_shapes(large, count=2) == {WIDE, NARROW}
 
 
+def test_an_evict_first_twin_is_carried_as_a_shape_of_its_own():
+    twin = Shape(NARROW.access, NARROW.block, NARROW.per_thread, "evict-first")
+    measurements = [
+        *cell(1 * MiB, {twin: 1.0, NARROW: 1.02, WIDE: 1.1}),
+        *cell(4 * MiB, {twin: 1.0, NARROW: 1.02, WIDE: 1.1}),
+        *cell(64 * MiB, {twin: 1.01, NARROW: 1.0, WIDE: 1.02}),
+    ]
+    # One shape: the twin's 1% at 64 MiB costs less than the read-only load's 2% twice.
+    assert derive.carried_shapes(measurements, count=1) == {twin}
+    assert derive.carried_shapes(measurements, count=2) == {twin, NARROW}
+    assert derive.rules(measurements, 1, 4, {twin, NARROW}) == (
+        Rule(4 * MiB, twin),
+        Rule(None, NARROW),
+    )
+
+
 # --------------------------------------------------------------------------- the table file
+
+
+def test_a_table_takes_an_evict_first_shape_where_it_is_fastest(tmp_path):
+    # Fake GPU A as in FACTORS, with the evict-first twin of WIDE measured in every cell too
+    # (as measure times every compiled shape) and the fastest with two inputs from 1 MiB
+    # (benchmarks/NOTES.md changes 36-37: 1.5-2.5% at <= 8 MiB per tensor).
+    twin = Shape(WIDE.access, WIDE.block, WIDE.per_thread, "evict-first")
+    slower = {(1, True): 1.05, (1, False): 1.05, (2, True): 1.3, (2, False): 0.98}
+    factors = {key: {**f, twin: slower[key]} for key, f in FACTORS["Fake GPU A"].items()}
+    path = write_measurements(tmp_path / "fake-gpu-a.csv", "Fake GPU A", "2026-01-02", factors)
+    assert "16B x4 /256 evict-first" in path.read_text()  # the label measure writes
+    measurements = derive.read_measurements(path)
+    assert twin in {x.shape for x in measurements}
+    text = derive.table_text(measurements, PREAMBLE)
+    assert '    { access = 16, block = 256, per-thread = 4, load = "evict-first" },' in text
+    table_file = tmp_path / "launch_shapes.toml"
+    table_file.write_text(text)
+    tables = launch_shapes.load(table_file)
+    for table in tables.tables:  # [default] (one GPU: the same) and Fake GPU A's
+        assert table.shape_for(2, 4, 512 * KiB) == EIGHT
+        assert table.shape_for(2, 4, 1 * MiB) == twin
+        assert table.shape_for(1, 4, 1 * MiB) == WIDE  # one input: the twin 5% slower
+    assert twin in tables.compiled(False) and WIDE in tables.compiled(False)
 
 
 def test_table_text_loads_and_has_default_and_each_gpu(two_gpus, tmp_path):

@@ -29,6 +29,8 @@ from pathlib import Path
 from buildtools.launch_shapes import (
     ANY_ELEMENT,
     DEFAULT,
+    DEFAULT_LOAD,
+    LOADS,
     TABLE_FILE,
     LaunchShapeError,
     Rule,
@@ -40,7 +42,8 @@ from buildtools.ops import DTYPES
 # Eight (benchmarks/NOTES.md changes 33, 35): the best six over every >= 1 MiB cell are all
 # 16-byte shapes, the seventh one more for 4-8 MiB; the eighth, 8B x1 /512, is the H100's at
 # 1 GiB per tensor, 0.55-0.7% ahead of the best of the seven there (float32 and bfloat16;
-# Inductor's own pick there, 8B x1 /256, is among the seven). A shape adds about 20 kernels.
+# Inductor's own pick there, 8B x1 /256, is among the seven). A shape adds about 20 kernels;
+# an evict-first twin of a shape (load = "evict-first", changes 36-37) is one more shape here.
 MAX_SHAPES = 8
 # A size keeps the shape below it within the cell's spread, but never one more than 0.2% slower
 # (a few-microsecond cell's spread, 5-15%, would keep anything). 0.5% until change 33: it kept
@@ -73,9 +76,13 @@ class Measurement:
 
 
 def parse_shape(label: str) -> Shape:
-    """'16B x4 /256' (str(Shape)) -> Shape(16, 256, 4)."""
-    access, per_thread, block = label.split()
-    return Shape(int(access.rstrip("B")), int(block.lstrip("/")), int(per_thread.lstrip("x")))
+    """'16B x4 /256' (str(Shape)) -> Shape(16, 256, 4); '16B x2 /128 evict-first' -> Shape(16,
+    128, 2, 'evict-first'). The CSVs of before the load flavours have the first kind only."""
+    access, per_thread, block, *flavour = label.split()
+    load = flavour[0] if flavour else DEFAULT_LOAD
+    if len(flavour) > 1 or load not in LOADS:
+        raise LaunchShapeError(f"shape label {label!r}: the load flavour is one of {LOADS}")
+    return Shape(int(access.rstrip("B")), int(block.lstrip("/")), int(per_thread.lstrip("x")), load)
 
 
 def read_measurements(path: Path) -> list[Measurement]:
@@ -194,8 +201,9 @@ def _rule_rows(rules_: tuple[Rule, ...]) -> str:
     for r in rules_:
         limit = "" if r.up_to_bytes is None else f"up-to-bytes = {r.up_to_bytes}, "
         s = r.shape
+        load = "" if s.load == DEFAULT_LOAD else f", load = {_toml_string(s.load)}"
         rows.append(f"    {{ {limit}access = {s.access}, block = {s.block}, "
-                    f"per-thread = {s.per_thread} }},")  # fmt: skip
+                    f"per-thread = {s.per_thread}{load} }},")  # fmt: skip
     return "\n".join(rows)
 
 
