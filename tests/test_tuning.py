@@ -408,6 +408,17 @@ def test_table_text_writes_lists_per_element_size_that_load_reads(tmp_path):
         assert table.shape_for(1, 1, MiB) == NARROW  # int8: the smallest listed
 
 
+def test_gpus_measured_with_different_candidates_are_refused(two_gpus, tmp_path):
+    # GPU A re-measured with a tuning wheel that has an evict-first twin, GPU B's CSV older.
+    twin = Shape(WIDE.access, WIDE.block, WIDE.per_thread, "evict-first")
+    factors = {key: {**f, twin: 1.0} for key, f in FACTORS["Fake GPU A"].items()}
+    newer = write_measurements(tmp_path / "a-new.csv", "Fake GPU A", "2026-02-01", factors)
+    measurements = derive.latest_per_gpu([*two_gpus, newer])
+    with pytest.raises(launch_shapes.LaunchShapeError,
+                       match="Fake GPU B lack 16B x4 /256 evict-first"):  # fmt: skip
+        derive.table_text(measurements, PREAMBLE)
+
+
 def test_write_table_checks_then_writes(two_gpus, tmp_path, capsys):
     path = tmp_path / "launch_shapes.toml"
     # The comments name [default] too: the preamble ends at the table's header, not there.

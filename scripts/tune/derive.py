@@ -230,7 +230,26 @@ def _preamble(path: Path) -> str:
     return text[: header.start()].rstrip() + "\n"
 
 
+def _check_same_shapes(measurements: list[Measurement]) -> None:
+    """Every GPU must have timed the same shapes: [default] weighs each shape over all of
+    them, and the carried shapes are picked over every cell. A GPU measured with a tuning
+    wheel that has newer candidates (the evict-first twins, changes 36-37) than another's
+    CSV is refused here, not left to fail inside the choice."""
+    by_gpu: dict[str, set[Shape]] = defaultdict(set)
+    for m in measurements:
+        by_gpu[m.gpu].add(m.shape)
+    every = set().union(*by_gpu.values())
+    for gpu, shapes in sorted(by_gpu.items()):
+        if shapes != every:
+            missing = ", ".join(map(str, sorted(every - shapes)))
+            raise LaunchShapeError(
+                f"the measurements of {gpu} lack {missing}, which another GPU's have: measure "
+                "every GPU with one tuning wheel (make tune-wheel), or derive from fewer CSVs"
+            )
+
+
 def table_text(measurements: list[Measurement], preamble: str) -> str:
+    _check_same_shapes(measurements)
     gpus = sorted({m.gpu for m in measurements})
     sources = sorted({m.provenance.split(": ")[1] for m in measurements})
     parts = [preamble]
