@@ -122,7 +122,8 @@ def build_time(dirty: bool) -> int:
 
 def _launch_shapes_record(ew: ops.Elementwise) -> dict:
     return {
-        "compiled": [[s.access, s.block, s.per_thread] for s in ew.vector_shapes],
+        # [access bytes, block, accesses per thread, load flavour] (launch_shapes.Shape)
+        "compiled": [[s.access, s.block, s.per_thread, s.load] for s in ew.vector_shapes],
         "tables": {t.gpu: t.measured for t in ew.launch_shapes.tables},
     }
 

@@ -24,6 +24,13 @@ else:  # pragma: no cover - Python 3.10 builds
 
 TABLE_FILE = config.ROOT / "tuning" / "launch_shapes.toml"
 ACCESS_BYTES = (8, 16)  # the widths csrc/elementwise_kernels.cuh has an AccessOf for
+# How the vectorized kernel loads its inputs (a shape's `load = ...`; the kernel's template
+# argument kLoad, buildtools/ops.py LOAD_CONSTANTS): the read-only load (__ldg, ld.global.nc)
+# of every shape until now, or loads marked evict-first in L2, 1.5-2.5% faster at <= 8 MiB per
+# tensor on the H100 and H200, slower from 32 MiB (benchmarks/NOTES.md changes 36-37): a
+# flavour per shape, so that each GPU's table picks it per size from measurements.
+LOADS = ("default", "evict-first")
+DEFAULT_LOAD = LOADS[0]
 MAX_INPUTS = 3
 DEFAULT = "default"
 
@@ -35,14 +42,19 @@ class LaunchShapeError(config.ConfigError):
 @dataclass(frozen=True, order=True)
 class Shape:
     """One instance of the vectorized kernel: `access` bytes per global access, `block`
-    threads per block, `per_thread` accesses per thread."""
+    threads per block, `per_thread` accesses per thread, `load` the inputs' load flavour
+    (one of LOADS)."""
 
     access: int
     block: int
     per_thread: int
+    load: str = DEFAULT_LOAD
 
     def __str__(self) -> str:
-        return f"{self.access}B x{self.per_thread} /{self.block}"
+        """'16B x2 /128', and '16B x2 /128 evict-first' for another load flavour (the labels
+        of scripts.tune's CSVs, which scripts/tune/derive.py parses back)."""
+        label = f"{self.access}B x{self.per_thread} /{self.block}"
+        return label if self.load == DEFAULT_LOAD else f"{label} {self.load}"
 
 
 @dataclass(frozen=True)
@@ -99,13 +111,25 @@ class LaunchShapes:
         return tuple(sorted(named | (set(self.candidates) if with_candidates else set())))
 
 
+# What a shape's row may say (a misspelt optional key, `laod`, is refused, not ignored).
+ROW_KEYS = {"up-to-bytes", "access", "block", "per-thread", "load"}
+
+
 def _shape(where: str, row: dict) -> Shape:
+    if set(row) - ROW_KEYS:
+        raise LaunchShapeError(f"{where}: unknown keys {sorted(set(row) - ROW_KEYS)} in {row}; "
+                               f"known: {sorted(ROW_KEYS)}")  # fmt: skip
     try:
-        shape = Shape(int(row["access"]), int(row["block"]), int(row["per-thread"]))
+        access, block, per_thread = int(row["access"]), int(row["block"]), int(row["per-thread"])
     except (KeyError, TypeError, ValueError):
         raise LaunchShapeError(
             f"{where}: {row} needs access, block and per-thread (integers)"
         ) from None
+    load = row.get("load", DEFAULT_LOAD)  # absent: the read-only load, as before the flavours
+    if load not in LOADS:
+        raise LaunchShapeError(f"{where}: load = {load!r}; one of {list(LOADS)}, or no load "
+                               f"(= {DEFAULT_LOAD!r})")  # fmt: skip
+    shape = Shape(access, block, per_thread, load)
     if shape.access not in ACCESS_BYTES:
         raise LaunchShapeError(f"{where}: access = {shape.access}; one of {ACCESS_BYTES}")
     # Whole warps, up to CUDA's 1024 threads. Not only powers of two: the block size also sets
@@ -191,8 +215,15 @@ def c_tables(shapes: LaunchShapes, compiled: tuple[Shape, ...]) -> list[str]:
     lines = [
         f"#define CEE_NUM_VECTOR_SHAPES {len(compiled)}",
         "static const cee::VectorShape cee_vector_shapes[CEE_NUM_VECTOR_SHAPES] = {",
-        *(f"    {{{s.access}, {s.block}, {s.per_thread}}}," for s in compiled),
+        *(
+            f"    {{{s.access}, {s.block}, {s.per_thread}, {LOADS.index(s.load)}}},"
+            for s in compiled
+        ),
         "};",
+        # VectorShape::load indexes these names (for _C.vector_shapes()).
+        f"static const char* const cee_load_names[{len(LOADS)}] = {{"
+        + ", ".join(map(c_string, LOADS))
+        + "};",
         f"#define CEE_MAX_INPUTS {MAX_INPUTS}",
     ]
     lines += [

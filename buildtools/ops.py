@@ -29,6 +29,9 @@ else:  # pragma: no cover - Python 3.10 builds
 
 OPS_DIR = config.ROOT / "ops"
 KERNELS = ("simple", "vectorized")
+# A launch shape's load flavour (launch_shapes.LOADS) as the vectorized kernel's template
+# argument names it (csrc/elementwise_kernels.cuh).
+LOAD_CONSTANTS = {"default": "cee::kLoadReadOnly", "evict-first": "cee::kLoadEvictFirst"}
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -237,7 +240,7 @@ def instances(ops: list[Op], ew: Elementwise) -> list[Instance]:
             for i, s in enumerate(ew.vector_shapes):
                 expression = (
                     f"cee::elementwise_vectorized<cee_ops::{op.rule}, {t}, {n}, "
-                    f"{s.access}, {s.block}, {s.per_thread}>"
+                    f"{s.access}, {s.block}, {s.per_thread}, {LOAD_CONSTANTS[s.load]}>"
                 )
                 out.append(Instance(op.name, 1 + i, dtype, expression))
     return out

@@ -1,7 +1,8 @@
 // The elementwise kernels every op of ops/ runs, as templates over its rule.
 // Device code only: compiled at build time by NVRTC
 // (buildtools/device_code.py), each instance named by a name expression such as
-//   cee::elementwise_vectorized<cee_ops::Add, float, 2, 16, 256, 4>
+//   cee::elementwise_vectorized<cee_ops::Add, float, 2, 16, 256, 4,
+//                               cee::kLoadReadOnly>
 // that buildtools/ops.py derives from the op declarations and pyproject.toml's
 // launch shapes. NVRTC sees only this file, the rules and the CUDA headers: no
 // torch, no host code, no C++ standard library.
@@ -53,6 +54,67 @@ __device__ __forceinline__ uint2 load_readonly(const uint2* p) {
   return __ldg(p);
 }
 
+// How the vectorized kernel loads its inputs: a launch shape's `load`
+// (tuning/launch_shapes.toml). Evict-first loads skip L1 and mark their lines
+// first to go from L2, so that inputs read once evict each other rather than
+// lines still wanted (the output, a next op's data): 1.5-2.5% faster at <= 8
+// MiB per tensor on the H100 and H200, slower from 32 MiB (benchmarks/NOTES.md
+// changes 36-37), hence a choice per shape that each GPU's table makes.
+enum LoadFlavour { kLoadReadOnly = 0, kLoadEvictFirst = 1 };
+
+// The L2 policy of evict-first loads, made once per thread. The cache-hint
+// loads and createpolicy need sm_80; older archs take the read-only load.
+__device__ __forceinline__ unsigned long long evict_first_policy() {
+#if __CUDA_ARCH__ >= 800
+  unsigned long long policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;"
+               : "=l"(policy));
+  return policy;
+#else
+  return 0;
+#endif
+}
+
+__device__ __forceinline__ uint4 load_evict_first(const uint4* p,
+                                                  unsigned long long policy) {
+#if __CUDA_ARCH__ >= 800
+  uint4 v;
+  asm volatile(
+      "ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, "
+      "[%4], %5;"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(policy));
+  return v;
+#else
+  return load_readonly(p);
+#endif
+}
+__device__ __forceinline__ uint2 load_evict_first(const uint2* p,
+                                                  unsigned long long policy) {
+#if __CUDA_ARCH__ >= 800
+  uint2 v;
+  asm volatile(
+      "ld.global.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
+      : "=r"(v.x), "=r"(v.y)
+      : "l"(p), "l"(policy));
+  return v;
+#else
+  return load_readonly(p);
+#endif
+}
+
+// One access of an input, in flavour kLoad (policy: evict_first_policy()'s,
+// unused by the read-only load).
+template <int kLoad, typename Access>
+__device__ __forceinline__ Access load_input(const Access* p,
+                                             unsigned long long policy) {
+  if constexpr (kLoad == kLoadEvictFirst) {
+    return load_evict_first(p, policy);
+  } else {
+    return load_readonly(p);
+  }
+}
+
 // The rule over the elements packed in one access of each input. The union is
 // the CUDA idiom for viewing an access's registers as T.
 template <typename Rule, typename T, int N, typename Access>
@@ -77,11 +139,11 @@ __device__ __forceinline__ Access apply_packed(const Access (&x)[N]) {
 // kPerThread accesses of one thread: all loads, then the rule and the stores.
 // kChecked: guard each access against n_acc (the grid's last block only).
 template <typename Rule, typename T, int N, typename Access, int kBlock,
-          int kPerThread, bool kChecked>
+          int kPerThread, int kLoad, bool kChecked>
 __device__ __forceinline__ void vector_accesses(const Inputs<T, N>& in,
                                                 Access* __restrict__ vo,
-                                                long long base,
-                                                long long n_acc) {
+                                                long long base, long long n_acc,
+                                                unsigned long long policy) {
   Access x[kPerThread][N];
 #pragma unroll
   for (int a = 0; a < kPerThread; ++a) {
@@ -89,7 +151,8 @@ __device__ __forceinline__ void vector_accesses(const Inputs<T, N>& in,
     if (!kChecked || i < n_acc) {
 #pragma unroll
       for (int k = 0; k < N; ++k)
-        x[a][k] = load_readonly(reinterpret_cast<const Access*>(in.p[k]) + i);
+        x[a][k] = load_input<kLoad>(
+            reinterpret_cast<const Access*>(in.p[k]) + i, policy);
     }
   }
 #pragma unroll
@@ -105,23 +168,25 @@ __device__ __forceinline__ void vector_accesses(const Inputs<T, N>& in,
 // straight-line path: with a guard per access, ptxas sinks the loads of 1- and
 // 2-byte types next to their stores, leaving one access in flight per thread.
 // The last n % width elements (fewer than one access) are done one by one by
-// the first threads of the grid. The launcher guarantees every pointer is
-// kBytes-aligned.
+// the first threads of the grid, with plain loads in every flavour kLoad. The
+// launcher guarantees every pointer is kBytes-aligned.
 template <typename Rule, typename T, int N, int kBytes, int kBlock,
-          int kPerThread>
+          int kPerThread, int kLoad>
 __global__ void __launch_bounds__(kBlock)
     elementwise_vectorized(Inputs<T, N> in, T* __restrict__ out, long long n) {
   typedef typename AccessOf<kBytes>::type Access;
+  const unsigned long long policy =
+      kLoad == kLoadEvictFirst ? evict_first_policy() : 0;
   constexpr int kWidth = kBytes / sizeof(T);  // elements per access
   const long long n_acc = n / kWidth;
   Access* vo = reinterpret_cast<Access*>(out);
   const long long first = (long long)blockIdx.x * (kBlock * kPerThread);
   if (first + kBlock * kPerThread <= n_acc) {
-    vector_accesses<Rule, T, N, Access, kBlock, kPerThread, false>(
-        in, vo, first + threadIdx.x, n_acc);
+    vector_accesses<Rule, T, N, Access, kBlock, kPerThread, kLoad, false>(
+        in, vo, first + threadIdx.x, n_acc, policy);
   } else {
-    vector_accesses<Rule, T, N, Access, kBlock, kPerThread, true>(
-        in, vo, first + threadIdx.x, n_acc);
+    vector_accesses<Rule, T, N, Access, kBlock, kPerThread, kLoad, true>(
+        in, vo, first + threadIdx.x, n_acc, policy);
   }
   const long long tail = n - n_acc * kWidth;
   const long long t = (long long)blockIdx.x * kBlock + threadIdx.x;

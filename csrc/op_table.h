@@ -9,9 +9,11 @@ namespace cee {
 
 // A compiled launch shape of the vectorized kernel
 // (tuning/launch_shapes.toml): bytes per access, threads per block, accesses
-// per thread.
+// per thread, and the inputs' load flavour (an index into cee_load_names:
+// "default", "evict-first"), which the kernel instance itself carries; here
+// for _C.vector_shapes().
 struct VectorShape {
-  int access_bytes, block, per_thread;
+  int access_bytes, block, per_thread, load;
 };
 
 // One rule of a GPU's table: tensors of up to `up_to_bytes` bytes each (-1:

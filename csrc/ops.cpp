@@ -431,13 +431,14 @@ STABLE_TORCH_LIBRARY_IMPL(CEE_NAMESPACE, CUDA, m) {
 // torch op: what tests check with no GPU, and what the tuning command forces.
 namespace {
 
-// vector_shapes() -> [(access bytes, block, accesses per thread), ...]
+// vector_shapes() -> [(access bytes, block, accesses per thread, load), ...],
+// load: "default" or "evict-first" (tuning/launch_shapes.toml's names)
 PyObject* py_vector_shapes(PyObject*, PyObject*) {
   PyObject* list = PyList_New(CEE_NUM_VECTOR_SHAPES);
   for (int i = 0; list && i < CEE_NUM_VECTOR_SHAPES; ++i) {
     const cee::VectorShape& v = cee_vector_shapes[i];
-    PyObject* item =
-        Py_BuildValue("(iii)", v.access_bytes, v.block, v.per_thread);
+    PyObject* item = Py_BuildValue("(iiis)", v.access_bytes, v.block,
+                                   v.per_thread, cee_load_names[v.load]);
     if (!item) {
       Py_DECREF(list);
       return nullptr;
@@ -486,7 +487,8 @@ PyObject* py_force_launch_shape(PyObject*, PyObject* args) {
 
 PyMethodDef cee_methods[] = {
     {"vector_shapes", py_vector_shapes, METH_NOARGS,
-     "The compiled launch shapes: [(access bytes, block, per thread), ...]"},
+     "The compiled launch shapes: [(access bytes, block, per thread, load), "
+     "...]"},
     {"launch_shape", py_launch_shape, METH_VARARGS,
      "launch_shape(gpu_name, inputs, element_bytes, bytes_per_tensor) -> "
      "(table, shape index): the shape the launcher takes"},

@@ -63,3 +63,43 @@ def test_nvrtc_12_0_leaves_the_locale_alone():
         "__global__ void k() {}", "k.cu", [], [], "sm_90"
     )
     assert locale.getpreferredencoding(False) == before
+
+
+# An evict-first instance (a launch shape's load = "evict-first", benchmarks/NOTES.md changes
+# 36-37), 16-byte and 8-byte accesses.
+EVICT_FIRST = [
+    "cee::elementwise_vectorized<cee_ops::Add, float, 2, 16, 128, 2, cee::kLoadEvictFirst>",
+    "cee::elementwise_vectorized<cee_ops::Add, __nv_bfloat16, 2, 8, 256, 1, cee::kLoadEvictFirst>",
+]
+
+
+@pytest.mark.parametrize("cuda", ["12.0", "12.9"])
+def test_evict_first_loads_compile_for_every_arch_and_hint_only_from_sm_80(cuda):
+    # The fatbin has SASS from sm_50 on: createpolicy and the L2 cache-hint loads need sm_80,
+    # below it the kernel takes the read-only load (#if __CUDA_ARCH__ >= 800).
+    from buildtools import device_code
+
+    compiler = device_code.compiler_for(cuda)
+    options = ["--std=c++17", f"--include-path={device_code.CSRC}",
+               f"--include-path={device_code.ops.OPS_DIR}",
+               *(f"--include-path={d}" for d in compiler.includes)]  # fmt: skip
+    source = device_code.kernel_source(device_code.ops.declared_ops())
+
+    def compile_for(target: str) -> bytes:
+        image, lowered = compiler.nvrtc.compile(
+            source, device_code.PROGRAM_NAME, options, EVICT_FIRST, target
+        )
+        assert set(lowered) == set(EVICT_FIRST)
+        return image
+
+    for arch in ("75", "90"):
+        assert compile_for(f"sm_{arch}")  # a cubin: ptxas took the inline PTX
+    old, new = compile_for("compute_75").decode(), compile_for("compute_90").decode()
+    # sm_90: one policy per kernel, each input access loaded with it (v4 and v2)
+    assert new.count("createpolicy.fractional.L2::evict_first.b64") == 2
+    assert "ld.global.L1::no_allocate.L2::cache_hint.v4.u32" in new
+    assert "ld.global.L1::no_allocate.L2::cache_hint.v2.u32" in new
+    assert "ld.global.nc.v" not in new  # no vector access left to the read-only load
+    # sm_75: the read-only load, no hint
+    assert "L2::cache_hint" not in old and "createpolicy" not in old
+    assert "ld.global.nc.v4.u32" in old and "ld.global.nc.v2.u32" in old

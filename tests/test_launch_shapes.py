@@ -96,6 +96,18 @@ def test_bad_arguments_are_refused(compiled):
         ("[default]\ninputs-1 = [{up-to-bytes = 9, access = 16, block = 256, per-thread = 1},\n"
          "  {up-to-bytes = 8, access = 8, block = 256, per-thread = 1},\n"
          "  {access = 8, block = 256, per-thread = 1}]\n", "must increase"),
+        # the load flavour: one of the named ones, the file and the entry named
+        ('[default]\ninputs-1 = [{access = 16, block = 256, per-thread = 1, load = "evict"}]\n',
+         r"launch_shapes.toml \[default\] inputs-1: load = 'evict'; one of \['default', "
+         r"'evict-first'\]"),
+        ("[default]\ninputs-1 = [{access = 16, block = 256, per-thread = 1, load = 1}]\n",
+         "load = 1; one of"),
+        ('[candidates]\nshapes = [{access = 16, block = 128, per-thread = 2, load = "ef"}]\n'
+         "[default]\ninputs-1 = [{access = 16, block = 256, per-thread = 1}]\n",
+         r"\[candidates\]: load = 'ef'"),
+        # a misspelt key is refused, not ignored (it would compile the read-only load)
+        ('[default]\ninputs-1 = [{access = 16, block = 256, per-thread = 1, laod = "evict-first"'
+         "}]\n", r"unknown keys \['laod'\]"),
     ],
 )  # fmt: skip
 def test_a_bad_table_is_refused_with_its_fault(tmp_path, text, problem):
@@ -110,6 +122,74 @@ def test_a_block_need_not_be_a_power_of_two(tmp_path):
     path = tmp_path / "launch_shapes.toml"
     path.write_text("[default]\ninputs-1 = [{access = 16, block = 768, per-thread = 1}]\n")
     assert list(launch_shapes.load(path).compiled(False)) == [Shape(16, 768, 1)]
+
+
+def test_a_shape_may_load_its_inputs_evict_first(tmp_path):
+    # benchmarks/NOTES.md changes 36-37: a load flavour per shape, absent = the read-only load.
+    path = tmp_path / "launch_shapes.toml"
+    path.write_text(
+        "[candidates]\n"
+        'shapes = [{access = 16, block = 128, per-thread = 2, load = "evict-first"}]\n'
+        "[default]\ninputs-1 = [\n"
+        '  {up-to-bytes = 4096, access = 16, block = 128, per-thread = 2, load = "evict-first"},\n'
+        '  {up-to-bytes = 8192, access = 16, block = 128, per-thread = 2, load = "default"},\n'
+        "  {access = 16, block = 128, per-thread = 2}]\n"
+    )
+    table = launch_shapes.load(path)
+    evict_first = Shape(16, 128, 2, "evict-first")
+    assert table.candidates == (evict_first,)
+    default = table.tables[0]
+    assert [rule.shape for rule in default.rules[1][launch_shapes.ANY_ELEMENT]] == [
+        evict_first, Shape(16, 128, 2), Shape(16, 128, 2)
+    ]  # fmt: skip
+    assert Shape(16, 128, 2) == Shape(16, 128, 2, "default")  # the old three fields: default
+    assert default.shape_for(1, 4, 4096) == evict_first
+    assert default.shape_for(1, 4, 4097) == Shape(16, 128, 2)
+    # Two instances of one access, block and per-thread: the read-only one sorts first.
+    assert list(table.compiled(False)) == [Shape(16, 128, 2), evict_first]
+    assert str(Shape(16, 128, 2)) == "16B x2 /128"  # the labels of the CSVs, as before
+    assert str(evict_first) == "16B x2 /128 evict-first"
+
+
+def test_the_generated_table_carries_the_load_flavour():
+    extra = {Shape(8, 256, 1), Shape(16, 128, 2), Shape(16, 128, 2, "evict-first")}
+    shapes = launch_shapes.LaunchShapes((), (TABLES.tables[0],))
+    lines = launch_shapes.c_tables(shapes, tuple(sorted(set(TABLES.compiled(False)) | extra)))
+    assert "    {8, 256, 1, 0}," in lines and "    {16, 128, 2, 0}," in lines
+    assert "    {16, 128, 2, 1}," in lines  # VectorShape::load indexes cee_load_names
+    assert 'static const char* const cee_load_names[2] = {"default", "evict-first"};' in lines
+
+
+def test_an_evict_first_shape_is_a_kernel_instance_of_its_own(monkeypatch):
+    from buildtools import ops
+
+    declared = ops.declared_ops()
+    monkeypatch.setenv("CEE_TUNING_CANDIDATES", "1")  # make tune-wheel
+    tuning = [k.expression for k in ops.instances(declared, ops.elementwise())]
+    assert (
+        "cee::elementwise_vectorized<cee_ops::Add, float, 2, 16, 128, 2, cee::kLoadEvictFirst>"
+        in tuning
+    )
+    assert (
+        "cee::elementwise_vectorized<cee_ops::Add, float, 2, 16, 128, 2, cee::kLoadReadOnly>"
+        in tuning
+    )
+    # The release build: the flavours the tables name (today only the read-only load: the
+    # kernels it has always compiled, the flavour now spelt out).
+    monkeypatch.delenv("CEE_TUNING_CANDIDATES")
+    release = [k.expression for k in ops.instances(declared, ops.elementwise())]
+    flavours = {e.rsplit(", ", 1)[1] for e in release if "elementwise_vectorized" in e}
+    assert flavours == {ops.LOAD_CONSTANTS[s.load] + ">" for s in TABLES.compiled(False)}
+
+
+def test_each_evict_first_candidate_has_its_read_only_twin():
+    """The tuner times an evict-first shape to weigh it against the same shape's shipped load
+    (benchmarks/NOTES.md changes 36-37): both must be candidates."""
+    evict_first = [s for s in TABLES.candidates if s.load == "evict-first"]
+    assert evict_first, "no evict-first candidate in tuning/launch_shapes.toml"
+    for shape in evict_first:
+        twin = Shape(shape.access, shape.block, shape.per_thread)
+        assert twin in TABLES.candidates, shape
 
 
 def test_tuning_candidates_compile_only_when_asked(tmp_path, monkeypatch):

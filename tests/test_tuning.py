@@ -20,6 +20,9 @@ WIDE = Shape(16, 256, 4)  # "16B x4 /256"
 NARROW = Shape(16, 128, 1)  # "16B x1 /128"
 EIGHT = Shape(8, 256, 1)  # "8B x1 /256"
 SHAPES = (WIDE, NARROW, EIGHT)
+EVICT_FIRST = Shape(16, 128, 2, "evict-first")  # "16B x2 /128 evict-first"
+MEASUREMENTS = launch_shapes.TABLE_FILE.parent / "measurements"
+TABLE_FILE = launch_shapes.TABLE_FILE
 LOG2_BYTES = range(16, 23)  # 64 KiB .. 4 MiB per tensor
 PREAMBLE = "[candidates]\nshapes = []\n"
 
@@ -93,11 +96,36 @@ def test_parse_shape_round_trips_the_labels():
     assert str(WIDE) == "16B x4 /256"
     assert derive.parse_shape("16B x4 /256") == Shape(16, 256, 4)
     assert derive.parse_shape("8B x2 /512") == Shape(8, 512, 2)
+    assert str(EVICT_FIRST) == "16B x2 /128 evict-first"
+    assert derive.parse_shape("16B x2 /128 evict-first") == Shape(16, 128, 2, "evict-first")
     for access in launch_shapes.ACCESS_BYTES:
         for block in (32, 64, 128, 256, 512, 1024):
             for per_thread in (1, 2, 4, 8):
-                shape = Shape(access, block, per_thread)
-                assert derive.parse_shape(str(shape)) == shape
+                for load in launch_shapes.LOADS:
+                    shape = Shape(access, block, per_thread, load)
+                    assert derive.parse_shape(str(shape)) == shape
+
+
+@pytest.mark.parametrize("label", ["16B x2 /128 evict-last", "16B x2 /128 evict-first x"])
+def test_parse_shape_refuses_an_unknown_load_flavour(label):
+    with pytest.raises(launch_shapes.LaunchShapeError, match="load flavour"):
+        derive.parse_shape(label)
+
+
+def test_the_measurements_of_before_the_load_flavours_read_as_the_read_only_load():
+    """The CSVs of change 35 (tuning/repeats/) have no flavour in their labels: every shape
+    there is the read-only load."""
+    paths = sorted((MEASUREMENTS.parent / "repeats").glob("*-change35.csv"))
+    assert paths, "no change-35 measurements in tuning/repeats"
+    rows = [row for path in paths for row in derive.read_measurements(path)]
+    assert rows and {row.shape.load for row in rows} == {launch_shapes.DEFAULT_LOAD}
+
+
+def test_the_committed_tables_are_what_the_measurements_derive():
+    paths = sorted(MEASUREMENTS.glob("*.csv"))
+    assert paths, "no measurements in tuning/measurements"
+    text = derive.table_text(derive.latest_per_gpu(paths), derive._preamble(TABLE_FILE))
+    assert text == TABLE_FILE.read_text()
 
 
 def test_read_measurements_skips_reference_and_copy(two_gpus):
@@ -293,7 +321,66 @@ def test_carried_shapes_are_picked_on_the_large_sizes():
     assert derive.carried_shapes(large, count=2) == {WIDE, NARROW}
 
 
+def test_an_evict_first_twin_is_carried_as_a_shape_of_its_own():
+    twin = Shape(NARROW.access, NARROW.block, NARROW.per_thread, "evict-first")
+    measurements = [
+        *cell(1 * MiB, {twin: 1.0, NARROW: 1.02, WIDE: 1.1}),
+        *cell(4 * MiB, {twin: 1.0, NARROW: 1.02, WIDE: 1.1}),
+        *cell(64 * MiB, {twin: 1.01, NARROW: 1.0, WIDE: 1.02}),
+    ]
+    # One shape: the twin's 1% at 64 MiB costs less than the read-only load's 2% twice.
+    assert derive.carried_shapes(measurements, count=1) == {twin}
+    assert derive.carried_shapes(measurements, count=2) == {twin, NARROW}
+    assert derive.rules(measurements, 1, 4, {twin, NARROW}) == (
+        Rule(4 * MiB, twin),
+        Rule(None, NARROW),
+    )
+
+
 # --------------------------------------------------------------------------- the table file
+
+
+def test_a_table_takes_an_evict_first_shape_where_it_is_fastest(tmp_path):
+    # Fake GPU A as in FACTORS, with the evict-first twin of WIDE measured in every cell too
+    # (as measure times every compiled shape) and the fastest with two inputs from 1 MiB
+    # (benchmarks/NOTES.md changes 36-37: 1.5-2.5% at <= 8 MiB per tensor).
+    twin = Shape(WIDE.access, WIDE.block, WIDE.per_thread, "evict-first")
+    slower = {(1, True): 1.05, (1, False): 1.05, (2, True): 1.3, (2, False): 0.98}
+    factors = {key: {**f, twin: slower[key]} for key, f in FACTORS["Fake GPU A"].items()}
+    path = write_measurements(tmp_path / "fake-gpu-a.csv", "Fake GPU A", "2026-01-02", factors)
+    assert "16B x4 /256 evict-first" in path.read_text()  # the label measure writes
+    measurements = derive.read_measurements(path)
+    assert twin in {x.shape for x in measurements}
+    text = derive.table_text(measurements, PREAMBLE)
+    assert '    { access = 16, block = 256, per-thread = 4, load = "evict-first" },' in text
+    table_file = tmp_path / "launch_shapes.toml"
+    table_file.write_text(text)
+    tables = launch_shapes.load(table_file)
+    for table in tables.tables:  # [default] (one GPU: the same) and Fake GPU A's
+        assert table.shape_for(2, 4, 512 * KiB) == EIGHT
+        # the twin's measurements count at 4-16 MiB only (derive.EVICT_FIRST_BYTES)
+        assert table.shape_for(2, 4, 2 * MiB) == NARROW
+        assert table.shape_for(2, 4, 4 * MiB) == twin
+        assert table.shape_for(1, 4, 4 * MiB) == WIDE  # one input: the twin 5% slower
+    assert twin in tables.compiled(False) and WIDE in tables.compiled(False)
+
+
+def test_evict_first_is_taken_only_where_a_pipeline_keeps_its_gain():
+    # The tuner times shapes alone, where evict-first also wins at 32 MiB; followed by an
+    # unrelated op it lost 0.7-1.3% there (benchmarks/NOTES.md change 37): 4-16 MiB only.
+    twin = Shape(NARROW.access, NARROW.block, NARROW.per_thread, "evict-first")
+    sizes = (2 * MiB, 4 * MiB, 16 * MiB, 32 * MiB)
+    measurements = [x for nb in sizes for x in cell(nb, {twin: 0.98, NARROW: 1.0, WIDE: 1.1})]
+    kept = derive.usable(measurements)
+    assert {x.nbytes for x in kept if x.shape == twin} == {4 * MiB, 16 * MiB}
+    assert len([x for x in kept if x.shape != twin]) == 2 * len(sizes)  # the others all kept
+    text = derive.table_text(measurements, PREAMBLE)
+    path_rules = [line.strip() for line in text.splitlines() if "up-to-bytes" in line]
+    evict_first = 'load = "evict-first"'
+    assert path_rules[:2] == [
+        f"{{ up-to-bytes = {2 * MiB}, access = 16, block = 128, per-thread = 1 }},",
+        f"{{ up-to-bytes = {16 * MiB}, access = 16, block = 128, per-thread = 1, {evict_first} }},",
+    ]
 
 
 def test_table_text_loads_and_has_default_and_each_gpu(two_gpus, tmp_path):
@@ -344,6 +431,17 @@ def test_table_text_writes_lists_per_element_size_that_load_reads(tmp_path):
         assert table.shape_for(1, 4, MiB) == WIDE  # float32, int32
         assert table.shape_for(1, 8, MiB) == WIDE  # float64: the 4-byte list
         assert table.shape_for(1, 1, MiB) == NARROW  # int8: the smallest listed
+
+
+def test_gpus_measured_with_different_candidates_are_refused(two_gpus, tmp_path):
+    # GPU A re-measured with a tuning wheel that has an evict-first twin, GPU B's CSV older.
+    twin = Shape(WIDE.access, WIDE.block, WIDE.per_thread, "evict-first")
+    factors = {key: {**f, twin: 1.0} for key, f in FACTORS["Fake GPU A"].items()}
+    newer = write_measurements(tmp_path / "a-new.csv", "Fake GPU A", "2026-02-01", factors)
+    measurements = derive.latest_per_gpu([*two_gpus, newer])
+    with pytest.raises(launch_shapes.LaunchShapeError,
+                       match="Fake GPU B lack 16B x4 /256 evict-first"):  # fmt: skip
+        derive.table_text(measurements, PREAMBLE)
 
 
 def test_write_table_checks_then_writes(two_gpus, tmp_path, capsys):

@@ -29,6 +29,8 @@ from pathlib import Path
 from buildtools.launch_shapes import (
     ANY_ELEMENT,
     DEFAULT,
+    DEFAULT_LOAD,
+    LOADS,
     TABLE_FILE,
     LaunchShapeError,
     Rule,
@@ -37,10 +39,11 @@ from buildtools.launch_shapes import (
 )
 from buildtools.ops import DTYPES
 
-# Eight (benchmarks/NOTES.md changes 33, 35): the best six over every >= 1 MiB cell are all
-# 16-byte shapes, the seventh one more for 4-8 MiB; the eighth, 8B x1 /512, is the H100's at
-# 1 GiB per tensor, 0.55-0.7% ahead of the best of the seven there (float32 and bfloat16;
-# Inductor's own pick there, 8B x1 /256, is among the seven). A shape adds about 20 kernels.
+# Eight (benchmarks/NOTES.md changes 33, 35, 38). A shape adds about 20 kernels, and an
+# evict-first twin of a shape (load = "evict-first") is one more shape here. With change 38's
+# measurements two of the eight are twins, and 8B x1 /512, the H100's fastest at 1 GiB per
+# tensor (0.5% ahead of 8B x1 /256, which the table takes there), is not carried: a ninth slot
+# went to a third twin.
 MAX_SHAPES = 8
 # A size keeps the shape below it within the cell's spread, but never one more than 0.2% slower
 # (a few-microsecond cell's spread, 5-15%, would keep anything). 0.5% until change 33: it kept
@@ -51,6 +54,12 @@ MAX_TOLERANCE = 0.002
 # kernel takes a few microseconds and a cell's spread (5-15%) is larger than any shape's effect.
 PICK_FROM_BYTES = 2**20
 NOT_SHAPES = ("reference", "copy")
+# Evict-first loads only where a pipeline keeps their gain (benchmarks/NOTES.md change 37): at
+# 4-16 MiB per tensor they were 1.2-2.6% ahead followed by an add of their output, and at 4-8
+# MiB also followed by an unrelated add; at 32 MiB, even alone, an unrelated next add paid
+# 0.7-1.3% for the lines they left dirty. The tuner times each shape alone after an L2 flush,
+# which would pick them up to 32 MiB, so their measurements outside these sizes are not used.
+EVICT_FIRST_BYTES = (4 * 2**20, 16 * 2**20)
 
 
 @dataclass(frozen=True)
@@ -73,9 +82,13 @@ class Measurement:
 
 
 def parse_shape(label: str) -> Shape:
-    """'16B x4 /256' (str(Shape)) -> Shape(16, 256, 4)."""
-    access, per_thread, block = label.split()
-    return Shape(int(access.rstrip("B")), int(block.lstrip("/")), int(per_thread.lstrip("x")))
+    """'16B x4 /256' (str(Shape)) -> Shape(16, 256, 4); '16B x2 /128 evict-first' -> Shape(16,
+    128, 2, 'evict-first'). The CSVs of before the load flavours have the first kind only."""
+    access, per_thread, block, *flavour = label.split()
+    load = flavour[0] if flavour else DEFAULT_LOAD
+    if len(flavour) > 1 or load not in LOADS:
+        raise LaunchShapeError(f"shape label {label!r}: the load flavour is one of {LOADS}")
+    return Shape(int(access.rstrip("B")), int(block.lstrip("/")), int(per_thread.lstrip("x")), load)
 
 
 def read_measurements(path: Path) -> list[Measurement]:
@@ -138,7 +151,12 @@ def carried_shapes(measurements: list[Measurement], count: int = MAX_SHAPES) -> 
     chosen: set[Shape] = set()
 
     def cost(candidate: set[Shape]) -> float:
-        return sum(min(math.log(w[s]) for s in candidate if s in w) for w in cells)
+        # A cell no candidate was measured in (evict-first shapes only have some sizes,
+        # EVICT_FIRST_BYTES) counts as its slowest shape.
+        return sum(
+            min((math.log(w[s]) for s in candidate if s in w), default=math.log(max(w.values())))
+            for w in cells
+        )
 
     while len(chosen) < min(count, len(shapes)):
         chosen.add(
@@ -194,8 +212,9 @@ def _rule_rows(rules_: tuple[Rule, ...]) -> str:
     for r in rules_:
         limit = "" if r.up_to_bytes is None else f"up-to-bytes = {r.up_to_bytes}, "
         s = r.shape
+        load = "" if s.load == DEFAULT_LOAD else f", load = {_toml_string(s.load)}"
         rows.append(f"    {{ {limit}access = {s.access}, block = {s.block}, "
-                    f"per-thread = {s.per_thread} }},")  # fmt: skip
+                    f"per-thread = {s.per_thread}{load} }},")  # fmt: skip
     return "\n".join(rows)
 
 
@@ -222,7 +241,33 @@ def _preamble(path: Path) -> str:
     return text[: header.start()].rstrip() + "\n"
 
 
+def _check_same_shapes(measurements: list[Measurement]) -> None:
+    """Every GPU must have timed the same shapes: [default] weighs each shape over all of
+    them, and the carried shapes are picked over every cell. A GPU measured with a tuning
+    wheel that has newer candidates (the evict-first twins, changes 36-37) than another's
+    CSV is refused here, not left to fail inside the choice."""
+    by_gpu: dict[str, set[Shape]] = defaultdict(set)
+    for m in measurements:
+        by_gpu[m.gpu].add(m.shape)
+    every = set().union(*by_gpu.values())
+    for gpu, shapes in sorted(by_gpu.items()):
+        if shapes != every:
+            missing = ", ".join(map(str, sorted(every - shapes)))
+            raise LaunchShapeError(
+                f"the measurements of {gpu} lack {missing}, which another GPU's have: measure "
+                "every GPU with one tuning wheel (make tune-wheel), or derive from fewer CSVs"
+            )
+
+
+def usable(measurements: list[Measurement]) -> list[Measurement]:
+    """The measurements a table may follow: evict-first shapes only at EVICT_FIRST_BYTES."""
+    low, high = EVICT_FIRST_BYTES
+    return [m for m in measurements if m.shape.load == DEFAULT_LOAD or low <= m.nbytes <= high]
+
+
 def table_text(measurements: list[Measurement], preamble: str) -> str:
+    _check_same_shapes(measurements)
+    measurements = usable(measurements)
     gpus = sorted({m.gpu for m in measurements})
     sources = sorted({m.provenance.split(": ")[1] for m in measurements})
     parts = [preamble]

@@ -12,7 +12,9 @@ median over the rounds (vs_reference): a round's common slow or fast stretch can
 and not in a shape's own median time (benchmarks/NOTES.md change 34).
 
 Writes <out>/<gpu-slug>-<date>.csv, one row per (op, dtype, bytes, shape), with the GPU,
-driver, torch and date on every row (the table's provenance).
+driver, torch and date on every row (the table's provenance). A shape is labelled as
+str(Shape) writes it, '16B x2 /128', or '16B x2 /128 evict-first' for a shape with evict-first
+loads (scripts/tune/derive.py parses the labels back).
 """
 
 from __future__ import annotations
@@ -166,7 +168,7 @@ def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> in
                                          f"{spread:.2f}", f"{ratio:.5f}",
                                          f"{ratio_spread * 100:.2f}"])  # fmt: skip
                     winner = min(relative, key=lambda label: relative[label][0])
-                    print(f"  {op['name']:<12} {dtype:<9} 2^{log2} B  best {winner:<14} "
+                    print(f"  {op['name']:<12} {dtype:<9} 2^{log2} B  best {winner:<26} "
                           f"{relative[winner][0]:.4f}x the reference's time",
                           flush=True)  # fmt: skip
                     torch.cuda.empty_cache()

@@ -20,13 +20,16 @@ from pathlib import Path
 from . import binary_info, shim_versions
 
 # 16-byte and 8-byte global loads, as PTX and SASS spell them (my_fast_add uses 16-byte
-# vectors; the shapes of tuning/launch_shapes.toml, chosen per GPU).
+# vectors; the shapes of tuning/launch_shapes.toml, chosen per GPU): read-only (.nc,
+# .CONSTANT) or plain, and a shape's evict-first loads (L1::no_allocate.L2::cache_hint, SASS
+# .NA; sm_80 on).
+_PTX_HINTS = r"(?:\.nc|\.L1::no_allocate|\.L2::cache_hint)*"
 LOADS = {
     "ptx": (
-        re.compile(r"ld\.global(?:\.nc)?\.v(?:4\.[bfsu]32|2\.[bfsu]64)"),
-        re.compile(r"ld\.global(?:\.nc)?\.(?:v2\.[bfsu]32|[bfsu]64)"),
+        re.compile(rf"ld\.global{_PTX_HINTS}\.v(?:4\.[bfsu]32|2\.[bfsu]64)"),
+        re.compile(rf"ld\.global{_PTX_HINTS}\.(?:v2\.[bfsu]32|[bfsu]64)"),
     ),
-    "sass": (re.compile(r"LDG\.E\.128"), re.compile(r"LDG\.E\.64")),
+    "sass": (re.compile(r"LDG\.E(?:\.NA)?\.128"), re.compile(r"LDG\.E(?:\.NA)?\.64")),
 }
 
 
