@@ -183,6 +183,7 @@ def test_fake_driver_runs_through_when_it_has_code(tmp_path):
     assert "device code SASS sm_50" in run.stdout
 
 
+@pytest.mark.release  # compiles: needs the build's NVRTC (a GPU machine's suite has none)
 def test_make_cpp_with_an_unknown_arch_says_so_in_one_line(tmp_path):
     # CPP_ARGS="--sass 999" (a typo of the Makefile's own example) ended in the NVRTC pool's
     # traceback; now the compiler's message, after what was being built, and exit 1.
