@@ -25,6 +25,8 @@ import zipfile
 from contextlib import ExitStack
 from pathlib import Path
 
+from scripts.cli_args import at_least_one
+
 ROOT = Path(__file__).resolve().parents[2]  # the repository root
 SIZES = range(20, 29)
 DTYPES = ("float32", "bfloat16")
@@ -92,17 +94,6 @@ def sizes_range(text: str) -> range:
     return range(low, high + 1)
 
 
-def passes_count(text: str) -> int:
-    """--passes: at least 1 (the table's medians need a pass)."""
-    try:
-        passes = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if passes < 1:
-        raise argparse.ArgumentTypeError(f"at least 1 pass, got {passes}")
-    return passes
-
-
 def path_problem(path: str) -> str | None:
     """Why PATH is neither a wheel nor a folder with the package installed (None: it is)."""
     if not path:
@@ -136,7 +127,7 @@ def main(argv: list[str]) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("wheels", nargs="*", metavar="NAME=PATH", help="a .whl or a site folder")
-    parser.add_argument("--passes", type=passes_count, default=2, help="default: 2")
+    parser.add_argument("--passes", type=at_least_one("pass"), default=2, help="default: 2")
     parser.add_argument("--sizes", type=sizes_range, default=SIZES, help="e.g. 24-28: 2^24..2^28")
     args = parser.parse_args(argv)
     passes, sizes = args.passes, args.sizes

@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from scripts.cli_args import at_least_one
+
 # Runs in a fresh interpreter; prints one JSON object of seconds.
 CHILD = r"""
 import json, sys, time
@@ -110,15 +112,11 @@ def measure(repeats: int) -> dict:
     return rows
 
 
-def positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return int(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m scripts.gpu.coldstart", description=__doc__)
-    parser.add_argument("--repeats", type=positive_int, default=3, help="fresh processes")
+    parser.add_argument(
+        "--repeats", type=at_least_one("process"), default=3, help="fresh processes"
+    )
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args()
     if args.json:  # its folder made now, not after minutes of measuring

@@ -13,19 +13,9 @@ import sys
 from pathlib import Path
 
 from buildtools.launch_shapes import TABLE_FILE
+from scripts.cli_args import at_least_one
 
 MEASUREMENTS = TABLE_FILE.parent / "measurements"
-
-
-def rounds_count(text: str) -> int:
-    """--rounds: a whole number of rounds, at least 1 (a cell's median needs a round)."""
-    try:
-        rounds = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if rounds < 1:
-        raise argparse.ArgumentTypeError(f"at least 1 round per cell, got {rounds}")
-    return rounds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("measure", help="time every compiled launch shape on this GPU")
     m.add_argument("--out", type=Path, default=MEASUREMENTS, help=f"default: {MEASUREMENTS}")
     m.add_argument("--quick", action="store_true", help="few sizes, one round (a dry run)")
-    m.add_argument("--rounds", type=rounds_count, default=None, help="rounds per cell (default: 5)")
+    m.add_argument(
+        "--rounds",
+        type=at_least_one("round per cell"),
+        default=None,
+        help="rounds per cell (default: 5)",
+    )
     t = sub.add_parser("table", help="derive tuning/launch_shapes.toml from measurements")
     t.add_argument("csv", nargs="*", type=Path, help=f"default: every {MEASUREMENTS}/*.csv")
     t.add_argument(
