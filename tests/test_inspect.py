@@ -118,9 +118,13 @@ def test_sass_shows_ldg_e_128(wheel):
             assert narrow >= inputs * n_arch, name
 
 
-def test_missing_nvdisasm_is_said_clearly(wheel, monkeypatch):
+def test_missing_nvdisasm_is_said_clearly(wheel, monkeypatch, capsys):
     monkeypatch.setattr(binary_info, "find_cuda_tool", lambda name: None)
-    text = run_inspect(wheel, "--sass")
+    out = io.StringIO()
+    # the rest of the report comes, and the exit status says the SASS asked for did not
+    assert inspect_binary.main([str(wheel), "--sass"], out=out) == 1
+    assert capsys.readouterr().err == "inspect: no sass dump (see the line above)\n"
+    text = out.getvalue()
     assert "sass: unavailable: SASS needs nvdisasm: pip install nvidia-cuda-nvdisasm" in text
     assert "cubins from CUDA 12.0" in text  # the listing needs no tool
 

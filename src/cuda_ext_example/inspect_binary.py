@@ -109,18 +109,20 @@ def _listing(so: Path, dump: str) -> str:
     return "\n".join(parts + skipped)
 
 
-def report_loads(so: Path, out, dump: str) -> None:
+def report_loads(so: Path, out, dump: str) -> bool:
+    """The dump and its loads per kernel; False (said in the output) where it cannot be made."""
     try:
         listing = _listing(so, dump)
     except RuntimeError as exc:
         print(f"{dump}: unavailable: {exc}", file=out)
-        return
+        return False
     print(listing, file=out)
     wide, narrow = (loads_per_kernel(listing, pattern) for pattern in LOADS[dump])
     names = sorted(wide)
     print(f"{dump.upper()} loads per kernel (summed over archs): 16-byte, 8-byte", file=out)
     for name, readable in zip(names, demangle(names), strict=True):
         print(f"  {wide[name]:4d} {narrow[name]:4d}  {readable}", file=out)
+    return True
 
 
 def report_symbols(so: Path, out) -> None:
@@ -163,6 +165,7 @@ def main(argv: list[str] | None = None, out=sys.stdout) -> int:
     parser.add_argument("--sass", action="store_true", help="dump SASS; count LDG.E.128/64")
     parser.add_argument("--symbols", action="store_true", help="list every dynamic symbol")
     args = parser.parse_args(argv)
+    missing = []  # dumps asked for that could not be made: the exit status says so
     try:
         with binary_info.extension_in(args.path) as so:
             print(f"{args.path} -> {so.name} ({so.stat().st_size} bytes)", file=out)
@@ -172,11 +175,14 @@ def main(argv: list[str] | None = None, out=sys.stdout) -> int:
             if args.symbols:
                 report_symbols(so, out)
             for dump in ("ptx", "sass"):
-                if getattr(args, dump):
-                    report_loads(so, out, dump)
+                if getattr(args, dump) and not report_loads(so, out, dump):
+                    missing.append(dump)
     except BrokenPipeError:
         raise  # the reader went away (`| head`): __main__ ends quietly
     except (OSError, RuntimeError, zipfile.BadZipFile, *binary_info.elf_errors()) as exc:
         print(f"inspect: cannot read {args.path}: {exc}", file=sys.stderr)
+        return 1
+    if missing:  # the rest of the report is there; what was asked for is not
+        print(f"inspect: no {', '.join(missing)} dump (see the line above)", file=sys.stderr)
         return 1
     return 0
