@@ -1,9 +1,11 @@
-"""Argument types the tools' command lines share."""
+"""Argument types and checks the tools' command lines share."""
 
 from __future__ import annotations
 
 import argparse
+import zipfile
 from collections.abc import Callable
+from pathlib import Path
 
 
 def at_least_one(what: str) -> Callable[[str], int]:
@@ -20,3 +22,13 @@ def at_least_one(what: str) -> Callable[[str], int]:
         return count
 
     return parse
+
+
+def wheel_problem(path: Path) -> str | None:
+    """What makes `path` no wheel file (missing, a folder, not a .whl zip), or None: checked
+    before slow work (pip, venvs, gates), each of which would fail on it with a traceback."""
+    if not path.is_file():
+        return "no such file" if not path.exists() else "not a file"
+    if path.suffix != ".whl" or not zipfile.is_zipfile(path):
+        return "not a wheel (a .whl zip file)"
+    return None

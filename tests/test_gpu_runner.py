@@ -113,10 +113,10 @@ def gpu_runner(*args, tmp: Path) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["suite", "/nonexistent.whl"], "no such file: /nonexistent.whl"),
-        (["suite", "README.md"], "README.md is not a wheel"),
-        (["tools", "/nonexistent.whl", "OUT"], "no such file: /nonexistent.whl"),
-        (["release-check", "/nonexistent.whl", "OUT"], "no such file: /nonexistent.whl"),
+        (["suite", "/nonexistent.whl"], "/nonexistent.whl: no such file"),
+        (["suite", "README.md"], "README.md: not a wheel"),
+        (["tools", "/nonexistent.whl", "OUT"], "/nonexistent.whl: no such file"),
+        (["release-check", "/nonexistent.whl", "OUT"], "/nonexistent.whl: no such file"),
         # It made build/compat-* and installed torch before looking at the wheel.
         (["compat", "torch==0.0.0+cee.cli.test", "/nonexistent.whl"], "no such file"),
     ],

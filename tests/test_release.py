@@ -311,3 +311,23 @@ def test_simple_page_reader(tmp_path):
             assert project_files(base + "/", "no_such_project") == {}
         finally:
             server.shutdown()
+
+
+def test_verify_served_passes_the_served_bytes_and_names_a_changed_file(tmp_path):
+    # What the release's last step and `scripts.release verify` decide by: each file of
+    # SHA256SUMS downloaded from a real index and hashed.
+    packages = tmp_path / "packages"
+    packages.mkdir()
+    name = "cuda_ext_example-0.1.0-py3-none-any.whl"
+    (packages / name).write_bytes(b"the bytes that were built")
+    sums = tmp_path / "SHA256SUMS"
+    with local_index(packages, tmp_path / "index.log") as url:
+        subprocess.run(["sha256sum", name], cwd=packages, stdout=sums.open("w"), check=True)
+        assert release.verify_served(url + "simple/", release.read_sha256sums(sums)) == []
+        (packages / name).write_bytes(b"bytes someone changed on the index")
+        problems = release.verify_served(url + "simple/", release.read_sha256sums(sums))
+        assert len(problems) == 1 and problems[0].startswith(f"{name}: the index serves sha256")
+        missing = {"cuda_ext_example-0.2.0.tar.gz": "0" * 64}
+        assert release.verify_served(url + "simple/", missing) == [
+            "cuda_ext_example-0.2.0.tar.gz: not on the index"
+        ]

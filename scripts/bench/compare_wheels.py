@@ -21,11 +21,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import zipfile
 from contextlib import ExitStack
 from pathlib import Path
 
-from scripts.cli_args import at_least_one
+from scripts.cli_args import at_least_one, wheel_problem
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository root
 SIZES = range(20, 29)
@@ -101,7 +100,7 @@ def path_problem(path: str) -> str | None:
     if not Path(path).exists():
         return "no such file or folder"
     if path.endswith(".whl"):
-        return None if zipfile.is_zipfile(path) else "not a wheel (a .whl zip file)"
+        return wheel_problem(Path(path))
     if not (Path(path) / "cuda_ext_example").is_dir():
         return "neither a .whl nor a folder with cuda_ext_example installed (pip --target)"
     return None

@@ -21,12 +21,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from buildtools.config import ROOT
+from scripts.cli_args import wheel_problem
 
 from .facts import Log, header
 
@@ -44,13 +44,9 @@ class Refused(Exception):
 
 def check_wheel(wheel: Path) -> None:
     """Before any slow work (pip, venvs): the path is a wheel file."""
-    if not wheel.exists():
-        raise Refused(f"no such file: {wheel}; pass the wheel `make wheel` built (dist/*.whl)")
-    if not wheel.is_file() or wheel.suffix != ".whl" or not zipfile.is_zipfile(wheel):
-        raise Refused(
-            f"{wheel} is not a wheel (a .whl zip file); pass the wheel `make wheel` built "
-            "(dist/*.whl)"
-        )
+    problem = wheel_problem(wheel)
+    if problem:
+        raise Refused(f"{wheel}: {problem}; pass the wheel `make wheel` built (dist/*.whl)")
 
 
 def run_step(cmd: list, what: str, **kwargs) -> None:

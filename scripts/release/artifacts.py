@@ -77,10 +77,12 @@ def normalize_sdist(path: Path, epoch: int) -> None:
         gz.write(raw.getvalue())
 
 
-def verify_served(simple_url: str, sums: Path, project: str = "cuda_ext_example") -> list[str]:
-    """Downloads every file of SHA256SUMS from the index; returns the mismatches (or
-    missing files), [] when the index serves exactly what was built."""
-    expected = read_sha256sums(sums)  # before the network: a bad file is no index problem
+def verify_served(
+    simple_url: str, expected: dict[str, str], project: str = "cuda_ext_example"
+) -> list[str]:
+    """Downloads every file of `expected` ({name: sha256}, read_sha256sums of SHA256SUMS,
+    read before any network: a bad file is no index problem) from the index; returns the
+    mismatches (or missing files), [] when the index serves exactly what was built."""
     served = project_files(simple_url, project)
     problems = []
     for name, digest in expected.items():

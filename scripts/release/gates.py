@@ -21,6 +21,7 @@ from pathlib import Path
 from buildtools import config
 from buildtools.build_ext import declared_record
 from buildtools.toolchain import torch_paths
+from scripts.cli_args import wheel_problem
 
 from . import wheel_files
 from .gate_failure import GateFailure
@@ -608,15 +609,6 @@ def all_gates(cfg: config.BuildConfig, torch_include: Path) -> list[tuple[str, C
             lambda w: gate_build_record(w, cfg, torch_include),
         ),
     ]
-
-
-def wheel_problem(path: Path) -> str | None:
-    """What makes `path` no wheel file (missing, a folder, not a .whl zip), or None."""
-    if not path.is_file():
-        return "no such file" if not path.exists() else "not a file"
-    if path.suffix != ".whl" or not zipfile.is_zipfile(path):
-        return "not a wheel (a .whl zip file)"
-    return None
 
 
 def run_gates(wheel: Path, log=print) -> None:

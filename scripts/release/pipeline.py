@@ -29,9 +29,10 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from buildtools import config
+from scripts.cli_args import wheel_problem
 
 from .artifacts import normalize_sdist, read_sha256sums, verify_served, write_sha256sums
-from .gates import GateFailure, run_gates, venv_tool, wheel_arch, wheel_problem
+from .gates import GateFailure, run_gates, venv_tool, wheel_arch
 from .local_index import local_index
 from .simple_index import project_files
 
@@ -162,7 +163,7 @@ def refuse_existing(simple_url: str, files: list[Path]) -> None:
 
 
 def verify_upload(simple_url: str, sums: Path) -> None:
-    problems = verify_served(simple_url, sums)
+    problems = verify_served(simple_url, read_sha256sums(sums))
     if problems:
         raise StepFailure(
             "the index does not serve what was built: " + "; ".join(problems),
@@ -297,7 +298,7 @@ def cmd_verify(args) -> None:
     # The cheap checks first: the sums file and the URL, before any network.
     fix = "pass the SHA256SUMS the release wrote (build/release/SHA256SUMS)"
     try:
-        read_sha256sums(args.sums)
+        expected = read_sha256sums(args.sums)
     except OSError as err:
         reason = f"cannot read {args.sums}: {err.strerror}"
         raise SystemExit(f"scripts.release verify: {reason}; {fix}") from None
@@ -311,7 +312,7 @@ def cmd_verify(args) -> None:
     deadline = time.monotonic() + args.wait
     while True:
         try:
-            problems = verify_served(args.index, args.sums)
+            problems = verify_served(args.index, expected)
         except (OSError, http.client.HTTPException) as err:  # URLError is an OSError
             reason = getattr(err, "reason", None) or err
             raise SystemExit(
