@@ -196,13 +196,14 @@ def test_module_imports_no_gpu_stack():
     assert not [line for line in top_level if "torch" in line or "triton" in line], top_level
 
 
-def test_no_gpu_is_one_line_and_exit_0(monkeypatch, capsys):
+def test_no_gpu_is_one_line_and_exit_2(monkeypatch, capsys):
+    # as `python -m scripts.bench` (it exited 0, as if it had measured)
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert square.main([]) == 0
-    out = capsys.readouterr().out
-    assert out.count("\n") == 1
-    assert out.startswith("scripts.bench.square: no CUDA GPU here")
+    assert square.main([]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("scripts.bench.square: no CUDA GPU here")
 
 
 def test_missing_my_square_is_one_line_and_exit_1(monkeypatch, capsys):
@@ -213,14 +214,14 @@ def test_missing_my_square_is_one_line_and_exit_1(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "cuda_ext_example", fake)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert square.main([]) == 1
-    out = capsys.readouterr().out
-    assert out == (
+    err = capsys.readouterr().err
+    assert err == (
         "scripts.bench.square: this cuda_ext_example has no my_square "
         "(cuda_ext_example 0.1.0 from /somewhere/cuda_ext_example); install a wheel that has it\n"
     )
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # and where no GPU either
-    assert square.main([]) == 0
-    assert "; note: this cuda_ext_example has no my_square" in capsys.readouterr().out
+    assert square.main([]) == 2
+    assert "; note: this cuda_ext_example has no my_square" in capsys.readouterr().err
 
 
 def test_command_line_without_gpu_has_no_traceback():
@@ -236,7 +237,7 @@ def test_command_line_without_gpu_has_no_traceback():
         text=True,
         timeout=300,
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
-    assert result.stdout.startswith("scripts.bench.square: no CUDA GPU here")
-    assert result.stdout.count("\n") == 1
+    assert result.stderr.startswith("scripts.bench.square: no CUDA GPU here")
+    assert result.stderr.count("\n") == 1

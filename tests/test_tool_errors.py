@@ -24,6 +24,8 @@ BAD_ARGUMENTS = {
     ),
 }  # fmt: skip
 NEEDS_A_GPU = {
+    "bench": (["scripts.bench"], 2, "no CUDA GPU here"),
+    "bench.square": (["scripts.bench.square"], 2, "no CUDA GPU here"),
     "host_overhead": (["scripts.bench.host_overhead"], 2, "no CUDA GPU here"),
     "ncu_target": (["scripts.gpu.ncu_target"], 1, "needs a CUDA GPU"),
     "sanitizer_target": (["scripts.gpu.sanitizer_target"], 1, "needs a CUDA GPU"),

@@ -445,7 +445,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        print("scripts.bench: needs a CUDA GPU", file=sys.stderr)
+        print(
+            f"scripts.bench: no CUDA GPU here (torch {torch.__version__}), nothing measured: "
+            "run it on a machine with an NVIDIA GPU",
+            file=sys.stderr,
+        )
         return 2
     missing = missing_prerequisite()
     if missing:

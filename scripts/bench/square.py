@@ -19,7 +19,8 @@ spread of that ratio (report.ratio_spread_pct) is still a miss, and is reported 
 noise could explain.
 
 Outputs, in --out: square-<gpu-name-slug>-<YYYY-MM-DD>.md, .csv and .png, and the table
-and the verdict on stdout. With no CUDA GPU it says so in one line and exits 0.
+and the verdict on stdout. With no CUDA GPU it says so in one line and exits 2, as
+`python -m scripts.bench` does.
 
 The reporting half (everything above "GPU part") is pure and tested on fake timings by
 tests/test_square_benchmark.py; torch, triton and the extension are imported only inside
@@ -441,11 +442,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         note = "" if my_square else f"; note: {NO_MY_SQUARE} ({installed})"
         print(
             f"scripts.bench.square: no CUDA GPU here (torch {torch.__version__}), "
-            f"nothing measured{note}"
+            f"nothing measured: run it on a machine with an NVIDIA GPU{note}",
+            file=sys.stderr,
         )
-        return 0
+        return 2
     if my_square is None:
-        print(f"scripts.bench.square: {NO_MY_SQUARE} ({installed}); install a wheel that has it")
+        print(
+            f"scripts.bench.square: {NO_MY_SQUARE} ({installed}); install a wheel that has it",
+            file=sys.stderr,
+        )
         return 1
     try:
         import triton.testing  # noqa: F401  (do_bench times every implementation)
