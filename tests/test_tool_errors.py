@@ -58,3 +58,14 @@ def test_a_gpu_tool_without_a_gpu_is_one_line(case):
     assert run.returncode == code, run.stdout + run.stderr
     assert "Traceback" not in run.stderr
     assert words in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+def test_coldstart_tells_cpu_rows_from_gpu_rows():
+    # On a machine without a GPU the rows said "libcuda opened, fatbin loaded" of a CPU call.
+    from scripts.gpu.coldstart import explain
+
+    assert "fatbin" in explain("first my_add", "NVIDIA H100 80GB HBM3")
+    assert "CPU kernel" in explain("first my_add", "cpu") and "fatbin" not in explain(
+        "first my_add", "cpu"
+    )
+    assert explain("import torch", "cpu") == explain("import torch", "NVIDIA H200")

@@ -76,10 +76,22 @@ EXPLAIN = {
     "first my_fast_add": "first launch of the vectorized kernel",
     "warm my_fast_add": "one warm call",
     "first torch.mul": "torch's first kernel of the process",
+    "warm torch.mul": "one warm call",
     "first torch.add": "torch's first new kernel (after torch.mul's), for comparison",
     "warm torch.add": "one warm torch.add call",
     "first my_add, PTX JIT disabled": "the same first call with CUDA_DISABLE_PTX_JIT=1: SASS only",
 }
+# Where no GPU is, the same rows time CPU kernels: say so instead of the GPU's story.
+EXPLAIN_CPU = {
+    "first my_add": "first call of the op's CPU kernel (no GPU: no library or kernel load)",
+    "first my_fast_add": "first call of the second op's CPU kernel",
+    "first torch.mul": "torch's first CPU op of the process",
+    "first torch.add": "torch's first add (after torch.mul's), for comparison",
+}
+
+
+def explain(key: str, device: str) -> str:
+    return (EXPLAIN_CPU.get(key) if device == "cpu" else None) or EXPLAIN.get(key, "")
 
 
 def run_child(which: str, env: dict, cwd: str) -> dict:
@@ -127,8 +139,10 @@ def main() -> None:
     rows = measure(args.repeats)
     device = rows.pop("device")
     print(f"cold start on {device}, median of {args.repeats} fresh processes")
+    if device == "cpu":
+        print("  (no CUDA GPU here: CPU kernels' first calls; a GPU's cold start needs a GPU)")
     for key, seconds in rows.items():
-        print(f"  {key:<32} {seconds * 1e3:10.2f} ms   {EXPLAIN.get(key, '')}")
+        print(f"  {key:<32} {seconds * 1e3:10.2f} ms   {explain(key, device)}")
     if "first my_add, PTX JIT disabled" in rows:
         print(
             "\nThe first call ran with PTX JIT disabled: the wheel's SASS for this GPU was "
