@@ -216,3 +216,14 @@ def test_a_closed_pipe_ends_inspect_quietly(wheel):
     )  # fmt: skip
     assert run.stdout.startswith(str(wheel)), run.stdout
     assert run.stderr == "", run.stderr
+
+
+def test_a_library_that_is_no_torch_extension_says_it_calls_no_shim():
+    # It ended in "torch shims: 0, oldest torch that provides each:" and an empty list.
+    libz = next((p for p in Path("/usr/lib").rglob("libz.so.1")), None)
+    if libz is None:
+        pytest.skip("no libz.so.1 here")
+    text = run_inspect(libz)
+    assert "has no .nv_fatbin section" in text
+    assert "torch shims: none (it calls no torch stable-ABI shim)" in text
+    assert "oldest torch" not in text

@@ -145,6 +145,9 @@ def report_elf(so: Path, out) -> None:
 def report_shims(so: Path, out) -> None:
     include = torch_include()
     shims = shim_versions.torch_shims(binary_info.undefined_symbols(so))
+    if not shims:  # a library that is no stable-ABI extension: nothing to date
+        print("torch shims: none (it calls no torch stable-ABI shim)", file=out)
+        return
     if include is None:
         print(f"torch shims: {len(shims)} (install torch to see their versions)", file=out)
         return
