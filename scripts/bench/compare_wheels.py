@@ -24,10 +24,11 @@ import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
+from scripts.bench.benchmark import parse_sizes
 from scripts.cli_args import at_least_one, wheel_problem
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository root
-SIZES = range(20, 29)
+SIZES = list(range(20, 29))
 DTYPES = ("float32", "bfloat16")
 PROG = "scripts.bench.compare_wheels"
 
@@ -82,17 +83,6 @@ def run_child(site: str, sizes=SIZES) -> dict:
     return json.loads(line[len("RESULT ") :])
 
 
-def sizes_range(text: str) -> range:
-    """--sizes LOW-HIGH: 2^LOW .. 2^HIGH elements."""
-    try:
-        low, high = (int(x) for x in text.split("-"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not LOW-HIGH (e.g. 24-28): {text!r}") from None
-    if low > high:
-        raise argparse.ArgumentTypeError(f"LOW above HIGH: {text!r}")
-    return range(low, high + 1)
-
-
 def path_problem(path: str) -> str | None:
     """Why PATH is neither a wheel nor a folder with the package installed (None: it is)."""
     if not path:
@@ -127,7 +117,7 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("wheels", nargs="*", metavar="NAME=PATH", help="a .whl or a site folder")
     parser.add_argument("--passes", type=at_least_one("pass"), default=2, help="default: 2")
-    parser.add_argument("--sizes", type=sizes_range, default=SIZES, help="e.g. 24-28: 2^24..2^28")
+    parser.add_argument("--sizes", type=parse_sizes, default=SIZES, help="e.g. 24-28: 2^24..2^28")
     args = parser.parse_args(argv)
     passes, sizes = args.passes, args.sizes
     # Every check before any work (pip, a GPU process): one line, exit 2. An empty or missing

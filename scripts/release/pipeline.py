@@ -29,7 +29,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from buildtools import config
-from scripts.cli_args import wheel_problem
+from scripts.cli_args import file_problem, wheel_problem
 
 from .artifacts import normalize_sdist, read_sha256sums, verify_served, write_sha256sums
 from .gates import GateFailure, run_gates, venv_tool, wheel_arch
@@ -257,8 +257,7 @@ def refuse_bad_files(command: str, files: list[Path], fix: str, wheels: bool = T
     """Before the slow steps (builds, venvs, the index): each file is there (with wheels: a
     .whl zip file); else one line naming it, and exit 1."""
     for path in files:
-        missing = None if path.is_file() else "no such file"
-        problem = wheel_problem(path) if wheels else missing
+        problem = wheel_problem(path) if wheels else file_problem(path)
         if problem:
             raise SystemExit(f"scripts.release {command}: {path}: {problem}; {fix}")
 

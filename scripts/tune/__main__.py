@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from buildtools.launch_shapes import TABLE_FILE
-from scripts.cli_args import at_least_one
+from scripts.cli_args import at_least_one, file_problem
 
 MEASUREMENTS = TABLE_FILE.parent / "measurements"
 
@@ -67,8 +67,8 @@ def measurements_problem(path: Path) -> str | None:
     """Why `path` is no measurements CSV that derive.read_measurements takes, or None."""
     from .derive import read_measurements
 
-    if not path.is_file():
-        return "no such file" if not path.exists() else "not a file"
+    if problem := file_problem(path):
+        return problem
     try:
         read_measurements(path)
     except UnicodeDecodeError:
