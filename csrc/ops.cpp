@@ -72,6 +72,46 @@ constexpr int64_t kCpuGrainSize = 1 << 16;
   throw std::runtime_error(message);
 }
 
+// A failed torch call says so in these words: the Python side
+// (cuda_ext_example/torch_errors.py) then replays that torch work with torch's
+// public API, which raises torch's own exception (torch.OutOfMemoryError, ...).
+constexpr const char* kTorchCallFailed = "torch call failed (";
+
+// torch's own message for the last shim call that failed on this thread. The
+// shim that hands it over arrived in torch 2.13; this build targets 2.10, so it
+// is looked up at run time and is absent (nullptr) on torch 2.10 .. 2.12.
+const char* torch_last_error() {
+  using GetWhat = const char* (*)();
+  static const GetWhat get_what = [] {
+    void* lib = dlopen("libtorch_cpu.so", RTLD_LAZY | RTLD_NOLOAD);
+    if (!lib) return GetWhat(nullptr);
+    auto f = reinterpret_cast<GetWhat>(
+        dlsym(lib, "torch_exception_get_what_without_backtrace"));
+    dlclose(lib);  // RTLD_NOLOAD took a reference; torch still holds its own.
+    return f;
+  }();
+  return get_what ? get_what() : nullptr;
+}
+
+[[noreturn]] void torch_call_failed(const char* what) {
+  const char* words = torch_last_error();
+  fail(std::string(kTorchCallFailed) + what + "): " +
+       (words && *words
+            ? words
+            : "torch < 2.13 does not hand its message to extensions"));
+}
+
+// Runs one torch call of the stable ABI (which reports failure by throwing from
+// our side of the boundary) and names what failed.
+template <typename F>
+auto torch_call(const char* what, F&& call) -> decltype(call()) {
+  try {
+    return call();
+  } catch (const std::exception&) {
+    torch_call_failed(what);
+  }
+}
+
 std::string device_name(const Device& device) {
   std::string name;
   switch (device.type()) {
@@ -258,8 +298,7 @@ GetCurrentCudaStream require_cuda_torch() {
 // A new contiguous tensor like `t`. aoti_torch_empty_strided calls
 // at::empty_strided directly: a boxed dispatcher call
 // (torch::stable::new_empty) costs microseconds per op, which launch-bound
-// callers notice. (TORCH_ERROR_CODE_CHECK, not the newer STABLE_ spelling:
-// the JIT build compiles against the user's torch >= 2.10 headers.)
+// callers notice.
 Tensor empty_like_contiguous(const Tensor& t) {
   const int64_t ndim = t.dim();
   int64_t sizes[64], strides[64];  // torch caps tensors at 64 dimensions
@@ -270,11 +309,13 @@ Tensor empty_like_contiguous(const Tensor& t) {
     stride *= sizes[d] > 1 ? sizes[d] : 1;
   }
   int32_t dtype = 0, device_type = 0;
-  TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(t.get(), &dtype));
-  TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(t.get(), &device_type));
   AtenTensorHandle handle = nullptr;
-  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(
-      ndim, sizes, strides, dtype, device_type, t.get_device_index(), &handle));
+  if (aoti_torch_get_dtype(t.get(), &dtype) != AOTI_TORCH_SUCCESS ||
+      aoti_torch_get_device_type(t.get(), &device_type) != AOTI_TORCH_SUCCESS ||
+      aoti_torch_empty_strided(ndim, sizes, strides, dtype, device_type,
+                               t.get_device_index(),
+                               &handle) != AOTI_TORCH_SUCCESS)
+    torch_call_failed("allocating the output");
   return Tensor(handle);
 }
 
@@ -288,7 +329,9 @@ Tensor run_elementwise(const cee::OpInfo& op, Tensor (&in)[N]) {
       kCuda ? require_cuda_torch() : nullptr;
   const int dtype = check_inputs(op, in);
   for (int k = 0; k < N; ++k)
-    if (!in[k].is_contiguous()) in[k] = torch::stable::contiguous(in[k]);
+    if (!in[k].is_contiguous())
+      in[k] = torch_call("packing a non-contiguous input",
+                         [&] { return torch::stable::contiguous(in[k]); });
   Tensor out = empty_like_contiguous(in[0]);
   const int64_t n = out.numel();
   if (n == 0) return out;
@@ -308,8 +351,7 @@ Tensor run_elementwise(const cee::OpInfo& op, Tensor (&in)[N]) {
   const int32_t device = in[0].get_device_index();
   void* stream = nullptr;
   if (get_stream(device, &stream) != AOTI_TORCH_SUCCESS)
-    fail("could not get torch's current CUDA stream for cuda:" +
-         std::to_string(device));
+    torch_call_failed("getting torch's current CUDA stream");
   char err[1024] = {0};
   if (cee::launch_elementwise(op, dtype, data, out.mutable_data_ptr(), n,
                               device, stream, err, sizeof err) != 0)

@@ -60,9 +60,10 @@ def local_package_sources() -> list[Path]:
 
 
 def configured_paths() -> list[str]:
-    """Every local path pip's configuration names (sources, certificates, ...)."""
+    """Every local path pip's configuration names (sources, certificates, ...); a
+    configuration switched off (PIP_CONFIG_FILE=/dev/null) names none."""
     paths = [local_path(v) for values in pip_config().values() for v in values]
-    return sorted({str(p) for p in paths if p is not None})
+    return sorted({str(p) for p in paths if p is not None and str(p) != os.devnull})
 
 
 def pypi_only(command: str) -> list[str]:

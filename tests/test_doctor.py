@@ -30,7 +30,7 @@ def env(**overrides) -> Environment:
         python=(3, 12),
         torch_version="2.11.0+cu130",
         torch_cuda="13.0",
-        driver=12080,
+        driver=13000,
         gpus=[Gpu(0, "NVIDIA H100", (9, 0))],
     )
     base.update(overrides)
@@ -76,7 +76,7 @@ def test_missing_torch_fails():
 
 
 def test_driver_older_than_cuda_12_fails():
-    findings = judge(env(driver=11080), BUILD_INFO)
+    findings = judge(env(driver=11080, torch_cuda="12.8"), BUILD_INFO)
     (driver,) = [f for f in findings if f.topic == "driver"]
     assert driver.level == FAIL
     assert "CUDA 11.8 driver" in driver.message
@@ -86,7 +86,7 @@ def test_driver_older_than_cuda_12_fails():
 @pytest.mark.parametrize("driver", [12000, 12040, 12080])  # R525, R550 (Colab's T4s), R570
 def test_cuda_12_drivers_below_580_run_every_sass_gpu(driver):
     gpus = [Gpu(0, "Tesla T4", (7, 5)), Gpu(1, "NVIDIA A100", (8, 0)), Gpu(2, "H100", (9, 0))]
-    findings = judge(env(driver=driver, gpus=gpus), BUILD_INFO)
+    findings = judge(env(driver=driver, gpus=gpus, torch_cuda="12.6"), BUILD_INFO)
     assert FAIL not in [f.level for f in findings]
     assert levels(findings, "cuda:") == [OK] * 6  # each GPU's code and launch shapes
     # Only the PTX path (a GPU newer than the wheel) would need CUDA 12.9's driver.
@@ -95,10 +95,41 @@ def test_cuda_12_drivers_below_580_run_every_sass_gpu(driver):
 
 
 def test_driver_of_cuda_12_9_or_newer_has_no_warning():
-    findings = judge(env(driver=12090), BUILD_INFO)
+    findings = judge(env(driver=12090, torch_cuda="12.8"), BUILD_INFO)
     (driver,) = [f for f in findings if f.topic == "driver"]
     assert driver.level == OK
     assert "the wheel's CUDA 12.9 device code needs >= 12.0" in driver.message
+
+
+@pytest.mark.parametrize("driver", [12020, 12080])  # R535, R570
+def test_cuda_13_torch_on_a_cuda_12_driver_is_torchs_own_problem(driver):
+    findings = judge(env(driver=driver, torch_cuda="13.0"), BUILD_INFO)
+    (problem,) = [f for f in findings if f.topic == "torch vs driver"]
+    assert problem.level == FAIL
+    needs = "torch is built with CUDA 13.0, which needs a driver for CUDA >= 13.0 (>= 580.65.06)"
+    assert needs in problem.message
+    assert f"this driver supports CUDA 12.{driver % 1000 // 10}" in problem.message
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cu128" in (
+        problem.message
+    )
+    # our own kernels would run there: the driver and GPU lines say so apart
+    assert levels(findings, "driver") == [OK, WARN]
+    assert levels(findings, "cuda:0") == [OK, OK]
+
+
+@pytest.mark.parametrize(
+    ("torch_cuda", "driver"), [("12.6", 12020), ("12.8", 13000), ("13.0", 13000), (None, 12020)]
+)
+def test_torch_cuda_within_the_drivers_reach_is_no_problem(torch_cuda, driver):
+    findings = judge(env(driver=driver, torch_cuda=torch_cuda), BUILD_INFO)
+    assert not [f for f in findings if f.topic == "torch vs driver"]
+
+
+def test_torch_cuda_on_a_driver_too_old_for_any_torch_says_update():
+    findings = judge(env(driver=11040, torch_cuda="12.8"), BUILD_INFO)
+    (problem,) = [f for f in findings if f.topic == "torch vs driver"]
+    assert problem.message.endswith("update the NVIDIA driver")
+    assert "index-url" not in problem.message
 
 
 def test_new_gpu_needs_a_driver_that_knows_the_ptx():

@@ -129,6 +129,7 @@ def judge(env: Environment, record: dict) -> list[Finding]:
         findings.append(Finding(FAIL, "import", env.load_error))
 
     findings += judge_driver(env.driver, record)
+    findings += judge_torch_cuda(env.torch_cuda, env.driver)
     if env.driver is not None and not env.gpus:
         findings.append(Finding(WARN, "gpus", "driver present but torch sees no GPU"))
     for gpu in env.gpus if record else []:
@@ -224,6 +225,40 @@ def judge_driver(driver: int | None, record: dict) -> list[Finding]:
             )
         )
     return findings
+
+
+# The oldest driver each CUDA major runs on (NVIDIA's minor-version compatibility), and
+# torch's own index of builds for that major (torch >= 2.10 has none for CUDA 11).
+DRIVER_FOR_CUDA_MAJOR = {12: "525.60.13", 13: "580.65.06"}
+TORCH_INDEX_FOR_CUDA_MAJOR = {12: "https://download.pytorch.org/whl/cu128"}
+
+
+def judge_torch_cuda(torch_cuda: str | None, driver: int | None) -> list[Finding]:
+    """torch's CUDA build against the driver: PyPI's default torch is a CUDA 13 build,
+    which a driver for CUDA 12 cannot run, while this wheel's kernels would. torch then
+    sees no GPU: torch's problem, said apart from ours, with what to install instead."""
+    if torch_cuda is None or driver is None:
+        return []
+    major = int(torch_cuda.split(".")[0])
+    if driver >= 1000 * major:
+        return []
+    index = TORCH_INDEX_FOR_CUDA_MAJOR.get(driver // 1000)
+    instead = (
+        f"pip install torch --index-url {index} (a torch built for CUDA {driver // 1000}) "
+        "or update the NVIDIA driver"
+        if index
+        else "update the NVIDIA driver"
+    )
+    return [
+        Finding(
+            FAIL,
+            "torch vs driver",
+            f"torch is built with CUDA {torch_cuda}, which needs a driver for CUDA >= {major}.0 "
+            f"(>= {DRIVER_FOR_CUDA_MAJOR.get(major, 'a newer driver')}); this driver supports "
+            f"CUDA {cuda_version_text(driver)}, so torch cannot use the GPU (this wheel's "
+            f"kernels could): {instead}",
+        )
+    ]
 
 
 # ------------------------------------------------------------- fact gathering

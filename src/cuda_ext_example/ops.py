@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 
 from ._build_info import load_build_info
+from .torch_errors import raise_torch_error
 
 NAMESPACE = "cuda_ext_example"
 _RECORD = load_build_info() or {}
@@ -121,8 +122,9 @@ def {name}({args}):
         if dispatch_modes() or function_modes() or tracing():
             return overload({args})
         return no_grad_op({args})
-    except (AttributeError, RuntimeError, TypeError):
+    except (AttributeError, RuntimeError, TypeError) as error:
         check_types(({args},))  # a non-tensor argument: say so as a TypeError
+        raise_torch_error(error, ({args},))
         raise
 """
 
@@ -151,8 +153,9 @@ def make_wrapper(op: dict, namespace: str = NAMESPACE, torch_c=torch._C, functio
         def wrapper(*args: torch.Tensor) -> torch.Tensor:
             try:
                 return transformed(*args)
-            except (AttributeError, RuntimeError, TypeError):
+            except (AttributeError, RuntimeError, TypeError) as error:
                 check_types(args)
+                raise_torch_error(error, args)
                 raise
 
     else:
@@ -162,6 +165,7 @@ def make_wrapper(op: dict, namespace: str = NAMESPACE, torch_c=torch._C, functio
             "transformed": transformed,
             "no_grad_op": no_grad_op,
             "check_types": check_types,
+            "raise_torch_error": raise_torch_error,
             # Not is_compiling(): that is two Python calls (0.1 us more per call), and the
             # one extra case it covers, non-strict torch.export, runs under a dispatch mode
             # on fake tensors, which the checks below send to the public op.
@@ -283,10 +287,14 @@ def make_autograd_kernel(op: dict, overload, namespace: str, function=None):
                 f"forward-mode AD need the Python function {namespace}.{op['name']}, which "
                 "carries the op's derivatives; call that instead"
             )
-        if differentiating:
-            return function.apply(*args)
-        with torch._C._AutoDispatchBelowAutograd():
-            return overload(*args)
+        try:
+            if differentiating:
+                return function.apply(*args)
+            with torch._C._AutoDispatchBelowAutograd():
+                return overload(*args)
+        except RuntimeError as error:
+            raise_torch_error(error, args)
+            raise
 
     return kernel
 
