@@ -5,7 +5,8 @@
   newer archs and the PTX) -> one fatbin (buildtools/device_code.py), embedded by an
   assembly file, with the generated op table cee_generated.h for the host code. CUDA 12
   device code runs on every driver >= 525.
-- Host code: csrc/ops.cpp (torch ops) and csrc/launcher.cpp (driver API), compiled by zig
+- Host code: csrc/ops.cpp (torch ops), csrc/python_module.cpp (the module) and
+  csrc/launcher.cpp (driver API), compiled by zig
   and linked against glibc 2.17 stubs with a static libc++: no libstdc++, no glibc
   newer than 2.17, no CUDA runtime, so the result is really manylinux2014.
 No nvcc and no CUDA toolkit: the CUDA parts come from pinned PyPI packages.
@@ -26,7 +27,7 @@ from setuptools.command.build_ext import build_ext
 from . import config, cross, device_code, nvrtc_fetch, ops, toolchain
 
 CSRC = config.ROOT / "csrc"
-HOST_SOURCES = ("ops.cpp", "launcher.cpp")
+HOST_SOURCES = ("ops.cpp", "python_module.cpp", "launcher.cpp")
 
 
 def _run(cmd: list[str]) -> None:

@@ -15,8 +15,8 @@ import argparse
 import subprocess
 from pathlib import Path
 
-from . import config, device_code
-from .build_ext import CSRC, zig_cxx
+from . import config, device_code, toolchain
+from .build_ext import CSRC, include, zig_cxx
 
 
 def harness_targets(cfg: config.BuildConfig, sass_archs, ptx_arch) -> dict[str, str]:
@@ -36,6 +36,8 @@ def build_harness(out: Path, sass_archs, ptx_arch) -> Path:
     device_code.write_device_code(generated, harness_targets(cfg, sass_archs, ptx_arch), summary)
     cmd = [
         *zig_cxx(cfg, generated),
+        # torch's header-only 16-bit floats (csrc/host_float16.h); nothing of torch is linked
+        *include(toolchain.torch_paths()[0], "torch/include"),
         CSRC / "harness.cpp",
         CSRC / "launcher.cpp",
         generated / "device_code.S",

@@ -11,9 +11,8 @@
 // - 16-bit floats compute in float and round back to nearest even, as c10::Half
 // and
 //   c10::BFloat16 (and torch's CUDA kernels) do. The device types (__half,
-//   __nv_bfloat16) are specialized here; a host type (c10::Half, the harness's
-//   own) is specialized by the file that has it (csrc/ops.cpp,
-//   csrc/harness.cpp);
+//   __nv_bfloat16) are specialized here, the host types (torch's header-only
+//   c10::Half and c10::BFloat16) in csrc/host_float16.h;
 // - every other type computes in itself.
 // No standard library: NVRTC compiles this too.
 #pragma once

@@ -21,86 +21,18 @@
 #include <type_traits>
 #include <vector>
 
-#include "element_math.h"
-
-// Floats of 2 bytes are carried as their bits; element_math.h computes them in
-// float32, rounded to nearest even, through the Compute specializations below.
-struct Half {
-  uint16_t bits;
-};
-struct BFloat16 {
-  uint16_t bits;
-};
-
-namespace {
-
-float bits_to_float(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-uint32_t float_to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float to_float(BFloat16 x) { return bits_to_float(uint32_t(x.bits) << 16); }
-BFloat16 to_bfloat16(float f) {  // round to nearest even (no NaNs generated)
-  uint32_t u = float_to_bits(f);
-  u += 0x7fff + ((u >> 16) & 1);
-  return {uint16_t(u >> 16)};
-}
-float to_float(Half h) {
-  _Float16 x;
-  std::memcpy(&x, &h, 2);
-  return (float)x;
-}
-Half to_half(float f) {
-  _Float16 x = (_Float16)f;  // the compiler's conversion rounds to nearest even
-  Half h;
-  std::memcpy(&h, &x, 2);
-  return h;
-}
-
-}  // namespace
-
-namespace cee {
-template <>
-struct Compute<Half> {
-  typedef float type;
-  static float in(Half x) { return to_float(x); }
-  static Half out(float c) { return to_half(c); }
-};
-template <>
-struct Compute<BFloat16> {
-  typedef float type;
-  static float in(BFloat16 x) { return to_float(x); }
-  static BFloat16 out(float c) { return to_bfloat16(c); }
-};
-}  // namespace cee
-
 #include "cee_generated.h"  // the op table; includes every op's rule.h
 #include "elementwise_launch.h"
+#include "host_float16.h"  // the host types, shared with the CPU kernels
 
 namespace {
-
-// The harness's host type for each dtype of the core, by torch's name (a dtype
-// added to pyproject.toml fails to compile here until it is given one).
-typedef Half HostType_float16;
-typedef BFloat16 HostType_bfloat16;
-typedef float HostType_float32;
-typedef double HostType_float64;
-typedef int8_t HostType_int8;
-typedef int16_t HostType_int16;
-typedef int32_t HostType_int32;
-typedef int64_t HostType_int64;
-typedef uint8_t HostType_uint8;
 
 template <typename T>
 T random_value(std::mt19937_64& rng) {
   std::normal_distribution<float> dist(0.f, 100.f);
-  if constexpr (std::is_same_v<T, Half>) return to_half(dist(rng));
-  if constexpr (std::is_same_v<T, BFloat16>) return to_bfloat16(dist(rng));
+  if constexpr (std::is_same_v<T, c10::Half> ||
+                std::is_same_v<T, c10::BFloat16>)
+    return T(dist(rng));
   if constexpr (std::is_floating_point_v<T>) return static_cast<T>(dist(rng));
   if constexpr (std::is_integral_v<T>)
     return static_cast<T>(rng());  // full range: exercises wrap-around

@@ -1,0 +1,134 @@
+// The input rules every op states to its caller, in the op's own input names
+// and Python's spelling of dtypes and devices.
+#pragma once
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
+
+#include <string>
+
+#include "torch_boundary.h"
+
+namespace cee {
+
+using torch::headeronly::ScalarType;
+using torch::stable::Device;
+using torch::stable::Tensor;
+
+std::string device_name(const Device& device) {
+  std::string name;
+  switch (device.type()) {
+    case torch::headeronly::DeviceType::CPU: return "cpu";
+    case torch::headeronly::DeviceType::CUDA: name = "cuda"; break;
+    case torch::headeronly::DeviceType::Meta: name = "meta"; break;
+    default: name = "device type " + std::to_string((int)device.type());
+  }
+  if (device.has_index()) name += ":" + std::to_string(device.index());
+  return name;
+}
+
+// Python's spelling (torch.int64, not c10's "Long"), as users wrote it.
+std::string dtype_name(ScalarType t) {
+  switch (t) {
+    case ScalarType::Half: return "torch.float16";
+    case ScalarType::BFloat16: return "torch.bfloat16";
+    case ScalarType::Float: return "torch.float32";
+    case ScalarType::Double: return "torch.float64";
+    case ScalarType::Char: return "torch.int8";
+    case ScalarType::Short: return "torch.int16";
+    case ScalarType::Int: return "torch.int32";
+    case ScalarType::Long: return "torch.int64";
+    case ScalarType::Byte: return "torch.uint8";
+    case ScalarType::Bool: return "torch.bool";
+    case ScalarType::ComplexFloat: return "torch.complex64";
+    case ScalarType::ComplexDouble: return "torch.complex128";
+    case ScalarType::ComplexHalf: return "torch.complex32";
+    case ScalarType::UInt16: return "torch.uint16";
+    case ScalarType::UInt32: return "torch.uint32";
+    case ScalarType::UInt64: return "torch.uint64";
+    case ScalarType::Float8_e4m3fn: return "torch.float8_e4m3fn";
+    case ScalarType::Float8_e5m2: return "torch.float8_e5m2";
+    default:
+      return std::string("torch dtype ") + torch::headeronly::toString(t);
+  }
+}
+
+std::string shape_string(const Tensor& t) {
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d) s += ", ";
+    s += std::to_string(t.size(d));
+  }
+  return s + "]";
+}
+
+// The core's dtype index of a torch dtype (cee_generated.h), or -1.
+int dtype_index(ScalarType t) {
+  switch (t) {
+#define CEE_DTYPE_CASE(id, device_type, size, scalar_type, name) \
+  case ScalarType::scalar_type: return CEE_DTYPE_##id;
+    CEE_FOR_EACH_DTYPE(CEE_DTYPE_CASE)
+#undef CEE_DTYPE_CASE
+    default: return -1;
+  }
+}
+
+bool op_has_dtype(const cee::OpInfo& op, int dtype) {
+  return dtype >= 0 &&
+         op.kernels[dtype] >= 0;  // slot 0: every op has a simple kernel
+}
+
+std::string supported_dtypes(const cee::OpInfo& op) {
+  static const char* const names[] = {
+#define CEE_DTYPE_NAME(id, device_type, size, scalar_type, name) "torch." #name,
+      CEE_FOR_EACH_DTYPE(CEE_DTYPE_NAME)
+#undef CEE_DTYPE_NAME
+  };
+  std::string out;
+  for (int d = 0; d < CEE_NUM_DTYPES; ++d)
+    if (op_has_dtype(op, d))
+      out += (out.empty() ? "" : ", ") + std::string(names[d]);
+  return out;
+}
+
+bool same_shape(const Tensor& a, const Tensor& b) {
+  if (a.dim() != b.dim()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.size(d) != b.size(d)) return false;
+  return true;
+}
+
+// The one set of input rules for every op, said in the op's own input names.
+// The fake kernels (cuda_ext_example/ops.py) state the same rules for
+// torch.compile; a test compares the two messages case by case.
+template <int N>
+int check_inputs(const cee::OpInfo& op, const Tensor (&in)[N]) {
+  const char* both = N == 2 ? "both" : "all";
+  const std::string first = op.inputs[0];
+  for (int k = 0; k < N; ++k)
+    if (in[k].layout() != torch::headeronly::Layout::Strided)
+      fail("expected dense (strided) tensors, got a sparse or other layout");
+  for (int k = 1; k < N; ++k)
+    if (!(in[k].device() == in[0].device()))
+      fail(std::string("expected ") + both +
+           " tensors on the same device, got " + first + " on " +
+           device_name(in[0].device()) + " and " + op.inputs[k] + " on " +
+           device_name(in[k].device()));
+  for (int k = 1; k < N; ++k)
+    if (in[k].scalar_type() != in[0].scalar_type())
+      fail(std::string("expected ") + both +
+           " tensors to have the same dtype, got " + first + " " +
+           dtype_name(in[0].scalar_type()) + " and " + op.inputs[k] + " " +
+           dtype_name(in[k].scalar_type()));
+  const int dtype = dtype_index(in[0].scalar_type());
+  if (!op_has_dtype(op, dtype))
+    fail("unsupported dtype " + dtype_name(in[0].scalar_type()) +
+         "; supported: " + supported_dtypes(op));
+  for (int k = 1; k < N; ++k)
+    if (!same_shape(in[0], in[k]))
+      fail("expected tensors of the same shape (no broadcasting), got " +
+           first + " " + shape_string(in[0]) + " and " + op.inputs[k] + " " +
+           shape_string(in[k]));
+  return dtype;
+}
+
+}  // namespace cee
