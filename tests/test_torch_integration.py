@@ -228,30 +228,44 @@ def test_public_api():
         assert doc.startswith(f"{name}(") and cuda_ext_example.ops.DECLARATIONS[name]["doc"] in doc
 
 
-def test_wrapper_works_without_torch_private_apis(device):
-    # A torch without the private APIs of the fast path (a torch._C that lacks the dispatch
-    # key exclusion calls) must still get correct results, and the same errors,
-    import types
-
+def public_route_wrapper(name: str):
+    """The Python function as a torch without the fast path's private checks builds it."""
     from cuda_ext_example import ops
 
-    wrapper = ops.make_wrapper(ops.DECLARATIONS["my_add"], torch_c=types.SimpleNamespace())
+    below = getattr(torch.ops.cuda_ext_example, f"_{name}_no_grad").default
+    function = ops.make_function(ops.DECLARATIONS[name], below)
+    return ops.make_wrapper(ops.DECLARATIONS[name], function=function, private=None)
+
+
+def test_public_route_gives_the_same_results_errors_and_gradients(device):
+    wrapper = public_route_wrapper("my_add")
     a = random_tensor((1000,), torch.float32, device)
     b = random_tensor((1000,), torch.float32, device)
     assert_bitwise_equal(wrapper(a, b), torch.add(a, b))
     with pytest.raises(TypeError, match="expected 2 torch.Tensor arguments"):
         wrapper(a, 1)
+    x = a.clone().requires_grad_()
+    wrapper(x, b).sum().backward()
+    assert_bitwise_equal(x.grad, torch.ones_like(a))
+    # torch.func handles the autograd.Function the public route applies
+    tangent = torch.func.jvp(lambda t: wrapper(t, t), (a,), (torch.ones_like(a),))[1]
+    assert_bitwise_equal(tangent, torch.full_like(a, 2.0))
+    batched = torch.func.vmap(wrapper)(a.view(10, 100), b.view(10, 100))
+    assert_bitwise_equal(batched, torch.add(a, b).view(10, 100))
 
 
-def test_fast_path_needs_its_private_apis():
+def test_fast_path_needs_every_private_api():
     import types
 
-    from cuda_ext_example import ops
+    from cuda_ext_example import fast_path
 
-    declaration = ops.DECLARATIONS["my_add"]
-    assert ops._fast_path_api(declaration, "cuda_ext_example") is not None  # this torch has all
-    assert ops._fast_path_api(declaration, "cuda_ext_example", types.SimpleNamespace()) is None
-    no_twin = {**declaration, "no_grad_twin": None}  # a library without the twin
-    assert ops._fast_path_api(no_twin, "cuda_ext_example") is None
-    wrong = {**declaration, "no_grad_twin": "_not_registered"}
-    assert ops._fast_path_api(wrong, "cuda_ext_example") is None
+    assert fast_path.lookup() is not None  # this torch has them all
+    assert fast_path.lookup(types.SimpleNamespace()) is None
+    assert fast_path.lookup(forward_ad=types.SimpleNamespace()) is None
+    # without them: no twin call, the twin below autograd, no torch.func check
+    twin = torch.ops.cuda_ext_example._my_add_no_grad.default
+    overload = torch.ops.cuda_ext_example.my_add.default
+    assert fast_path.plain_call_to_twin(overload, twin, overload, private=None) is None
+    assert fast_path.below_autograd(twin, overload, private=None) is twin
+    assert fast_path.transformed(private=None) is False
+    assert fast_path.plain_call_to_twin(overload, None, overload) is None  # no twin

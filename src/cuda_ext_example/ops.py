@@ -9,10 +9,12 @@ declaration gets all of it.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import torch
 
+from . import fast_path
 from ._build_info import load_build_info
 from .torch_errors import raise_torch_error
 
@@ -71,124 +73,39 @@ def _check_types(op: dict, args: tuple, namespace: str = NAMESPACE) -> None:
         )
 
 
-def _fast_path_api(op: dict, namespace: str, torch_c=torch._C):
-    """What the wrapper's fast path needs: the C++ callable of the op's no-grad twin (the
-    same kernels registered under a second name with no autograd kernel, buildtools/ops.py)
-    and torch's C checks for what must see the public op instead: torch.func transforms,
-    TorchDispatchModes, TorchFunctionModes, torch.jit.trace. None where this torch lacks
-    one of those private APIs or the library lacks the twin: then every call takes the
-    public OpOverload, correct and only slower."""
-    name = op.get("no_grad_twin")
-    twin = getattr(getattr(torch.ops, namespace), name, None) if name else None
-    api = (
-        getattr(getattr(twin, "default", None), "_op", None),
-        getattr(torch_c, "_are_functorch_transforms_active", None),
-        getattr(torch_c, "_len_torch_dispatch_stack", None),
-        getattr(torch_c, "_is_torch_function_mode_enabled", None),
-        getattr(torch_c, "_is_tracing", None),
-    )
-    return None if None in api else api
+def make_wrapper(op: dict, namespace: str = NAMESPACE, function=None, private=fast_path.PRIVATE):
+    """The Python function for torch.ops.<namespace>.<op>.
 
-
-def _transforms_active(torch_c=torch._C) -> Callable[[], bool]:
-    """A check for what the wrapper's fast path would get wrong: a torch.func transform
-    (vmap, grad, jvp) or forward-mode AD (dual tensors), whose tangents it would drop. A
-    torch without the functorch check counts as always transformed (correct, slower)."""
-    functorch = getattr(torch_c, "_are_functorch_transforms_active", None)
-    forward_ad = torch.autograd.forward_ad
-
-    def active() -> bool:
-        return forward_ad._current_level >= 0 or functorch is None or functorch()
-
-    return active
-
-
-# The wrapper's fast path, written out per op with its inputs as named parameters: a
-# function of fixed arity costs 0.1-0.3 us less per call than one taking *args
-# (benchmarks/NOTES.md change 22), so it is made from this text, the way dataclasses
-# and namedtuple make theirs. Checks cheapest first; each Python-level step costs
-# 0.10-0.15 us in the wrapper on the lent GPU hosts, and the host target is 1.25x torch.add.
-_FAST_WRAPPER = """
-def {name}({args}):
-    try:
-        if is_dynamo_compiling():  # first: dynamo folds it, and traces nothing below
-            return overload({args})
-        if forward_ad._current_level >= 0 or functorch():
-            return transformed({args})
-        if {not_plain}:  # a subclass (it sees the public op) or not a tensor
-            return overload({args})
-        if grad_enabled() and ({requires_grad}):
-            return overload({args})
-        if dispatch_modes() or function_modes() or tracing():
-            return overload({args})
-        return no_grad_op({args})
-    except (AttributeError, RuntimeError, TypeError) as error:
-        check_types(({args},))  # a non-tensor argument: say so as a TypeError
-        raise_torch_error(error, ({args},))
-        raise
-"""
-
-
-def make_wrapper(op: dict, namespace: str = NAMESPACE, torch_c=torch._C, function=None):
-    """The Python function for torch.ops.<namespace>.<op>, lean on the host.
-
-    A call on plain tensors that builds no autograd graph, outside every mode and trace,
-    calls the op's no-grad twin: one dispatcher pass, without the Python autograd kernel
-    (microseconds per call, which launch-bound callers notice: scripts/bench/host_overhead.py
-    measures each step). Every other call takes the public op, so that autograd, tracing
-    (torch.compile, torch.jit.trace, make_fx), modes and tensor subclasses see it;
-    torch.func transforms and forward-mode AD take `function` (the op's autograd.Function,
-    applied here, above the dispatcher, where torch.func handles it). The argument types
-    are checked only when the call fails: the dispatcher checks them.
+    A plain call that builds no autograd graph takes the op's no-grad twin where torch's
+    private checks can tell it apart (fast_path.py); every other call takes the public op,
+    so that autograd, tracing (torch.compile, torch.export, make_fx), modes and tensor
+    subclasses see it; torch.func transforms and forward-mode AD take `function` (the op's
+    autograd.Function, applied here, above the dispatcher, where torch.func handles it).
+    The argument types are checked only when the call fails: the dispatcher checks them.
     """
-    overload = getattr(getattr(torch.ops, namespace), op["name"]).default
+    ops = getattr(torch.ops, namespace)
+    overload = getattr(ops, op["name"]).default
+    twin = getattr(ops, op["no_grad_twin"]).default if op.get("no_grad_twin") else None
     transformed = function.apply if function is not None else overload
+    call = fast_path.plain_call_to_twin(overload, twin, transformed, private)
+    if call is None:  # the public route: torch.func handles an autograd.Function itself
+        call = transformed
 
-    def check_types(args: tuple) -> None:
-        _check_types(op, args, namespace)
+    signature = inspect.Signature(
+        [inspect.Parameter(x, inspect.Parameter.POSITIONAL_OR_KEYWORD) for x in op["inputs"]]
+    )
 
-    fast = _fast_path_api(op, namespace, torch_c)
-    if fast is None:  # no fast path on this torch: the public op, or torch.func's route
+    def wrapper(*args: torch.Tensor, **kwargs: torch.Tensor) -> torch.Tensor:
+        if kwargs:  # by the inputs' names, as the schema allows
+            args = signature.bind(*args, **kwargs).args
+        try:
+            return call(*args)
+        except (AttributeError, RuntimeError, TypeError) as error:
+            _check_types(op, args, namespace)  # a non-tensor argument: say so as a TypeError
+            raise_torch_error(error, args)
+            raise
 
-        def wrapper(*args: torch.Tensor) -> torch.Tensor:
-            try:
-                return transformed(*args)
-            except (AttributeError, RuntimeError, TypeError) as error:
-                check_types(args)
-                raise_torch_error(error, args)
-                raise
-
-    else:
-        no_grad_op, functorch, dispatch_modes, function_modes, tracing = fast
-        scope = {
-            "overload": overload,
-            "transformed": transformed,
-            "no_grad_op": no_grad_op,
-            "check_types": check_types,
-            "raise_torch_error": raise_torch_error,
-            # Not is_compiling(): that is two Python calls (0.1 us more per call), and the
-            # one extra case it covers, non-strict torch.export, runs under a dispatch mode
-            # on fake tensors, which the checks below send to the public op.
-            "is_dynamo_compiling": torch.compiler.is_dynamo_compiling,
-            "forward_ad": torch.autograd.forward_ad,
-            "functorch": functorch,
-            "grad_enabled": torch.is_grad_enabled,
-            "dispatch_modes": dispatch_modes,
-            "function_modes": function_modes,
-            "tracing": tracing,
-            # A Parameter is a plain tensor to the dispatcher (its torch_function is off).
-            "plain": (torch.Tensor, torch.nn.Parameter),
-        }
-        inputs = op["inputs"]
-        source = _FAST_WRAPPER.format(
-            name=op["name"],
-            args=", ".join(inputs),
-            not_plain=" or ".join(f"{x}.__class__ not in plain" for x in inputs),
-            requires_grad=" or ".join(f"{x}.requires_grad" for x in inputs),
-        )
-        exec(compile(source, f"<{namespace}.{op['name']} wrapper>", "exec"), scope)  # noqa: S102
-        wrapper = scope[op["name"]]
-
+    wrapper.__signature__ = signature
     wrapper.__name__ = wrapper.__qualname__ = op["name"]
     wrapper.__doc__ = f"{op['name']}({', '.join(op['inputs'])})\n\n{op['doc']}"
     return wrapper
@@ -229,7 +146,7 @@ def _times(value, partial):
     return value * partial
 
 
-def make_function(op: dict, overload) -> type[torch.autograd.Function]:
+def make_function(op: dict, below_autograd) -> type[torch.autograd.Function]:
     """The op as an autograd.Function: backward and jvp from the declared derivatives, a
     vmap rule generated by torch (the forward calls the op, which has a batching rule)."""
     derivatives = _Derivatives(op)
@@ -239,8 +156,7 @@ def make_function(op: dict, overload) -> type[torch.autograd.Function]:
 
         @staticmethod
         def forward(*args):
-            with torch._C._AutoDispatchBelowAutograd():
-                return overload(*args)
+            return below_autograd(*args)
 
         @staticmethod
         def setup_context(ctx, inputs, output):
@@ -264,34 +180,31 @@ def make_function(op: dict, overload) -> type[torch.autograd.Function]:
     return Function
 
 
-def make_autograd_kernel(op: dict, overload, namespace: str, function=None):
+def make_autograd_kernel(op: dict, below_autograd, namespace: str, function=None):
     """torch.ops.<namespace>.<op>'s autograd: the op's autograd.Function (`function`, from
     the declared derivatives; None: the op declares none) for plain autograd,
     torch.compile's AOTAutograd and opcheck. torch.func transforms and forward-mode AD
     reach an op's autograd kernel below the point where torch.func can handle an
     autograd.Function, and would get a zero tangent there: they get an error naming the
     Python function that supports them."""
-    transforms_active = _transforms_active()
     qualname = f"{namespace}.{op['name']}"
 
     def kernel(*args):
         differentiating = torch.is_grad_enabled() and any(a.requires_grad for a in args)
-        if function is None and (differentiating or transforms_active()):
+        transformed = fast_path.transformed()
+        if function is None and (differentiating or transformed):
             raise RuntimeError(
                 f"{qualname}: has no derivative (its ops.toml declares none), so it "
                 "cannot be differentiated"
             )
-        if transforms_active():
+        if transformed:
             raise RuntimeError(
                 f"torch.ops.{qualname}: torch.func transforms (grad, jvp, jacrev, ...) and "
                 f"forward-mode AD need the Python function {namespace}.{op['name']}, which "
                 "carries the op's derivatives; call that instead"
             )
         try:
-            if differentiating:
-                return function.apply(*args)
-            with torch._C._AutoDispatchBelowAutograd():
-                return overload(*args)
+            return function.apply(*args) if differentiating else below_autograd(*args)
         except RuntimeError as error:
             raise_torch_error(error, args)
             raise
@@ -332,13 +245,15 @@ def register_python_parts(namespace: str = NAMESPACE) -> dict[str, Callable]:
     wrappers = {}
     for name, op in DECLARATIONS.items():
         qualname = f"{namespace}::{name}"
-        overload = getattr(getattr(torch.ops, namespace), name).default
+        ops = getattr(torch.ops, namespace)
+        overload = getattr(ops, name).default
         torch.library.register_fake(qualname, make_fake(op, namespace))
-        if op.get("no_grad_twin"):  # FakeTensorMode works on the twin too
-            twin = f"{namespace}::{op['no_grad_twin']}"
-            torch.library.register_fake(twin, make_fake(op, namespace))
+        twin = getattr(ops, op["no_grad_twin"]).default
+        torch.library.register_fake(twin, make_fake(op, namespace))  # FakeTensorMode's too
         torch.library.register_vmap(qualname, make_vmap_rule(overload))
-        function = make_function(op, overload) if op["derivatives"] is not None else None
-        library.impl(name, make_autograd_kernel(op, overload, namespace, function), "Autograd")
+        below_autograd = fast_path.below_autograd(twin, overload)
+        function = make_function(op, below_autograd) if op["derivatives"] is not None else None
+        kernel = make_autograd_kernel(op, below_autograd, namespace, function)
+        library.impl(name, kernel, "Autograd")
         wrappers[name] = make_wrapper(op, namespace, function=function)
     return wrappers
