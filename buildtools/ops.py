@@ -5,7 +5,7 @@ A kernel author writes, per element rule, a folder under ops/:
   the host (CPU kernel) and on the GPU (NVRTC) alike, in cee::Compute<T> arithmetic;
 - ops.toml: the ops that use it (name, inputs, kernel, doc), the torch function they equal
   bit for bit, and the partial derivatives (autograd, torch.func) as Python expressions.
-Everything else (device code, launcher table, registration, Python wrappers, fake kernels,
+Everything else (device code, launcher table, registration, Meta kernels, Python wrappers,
 autograd, vmap, jvp, doctor's and the smoke test's checks, the harness, the tests'
 parametrization) is generated from these declarations by the core.
 

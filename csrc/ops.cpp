@@ -81,15 +81,22 @@ Tensor empty_like_contiguous(const Tensor& t) {
   return Tensor(handle);
 }
 
+// Where an op's kernel runs. Meta: the input checks and an output on the meta
+// device, which is what torch.compile and FakeTensorMode run, so the rules
+// are stated once, here, for real and fake tensors alike.
+enum class Backend { Cpu, Cuda, Meta };
+
 // Checks the inputs, packs non-contiguous ones (transposes, strided slices; an
 // offset slice like x[1:] stays as it is, the kernels handle its alignment) and
 // allocates the contiguous output; then the CPU kernel or the CUDA launch.
-template <typename Rule, int N, bool kCuda>
+template <typename Rule, int N, Backend kBackend>
 Tensor run_elementwise(const cee::OpInfo& op, Tensor (&in)[N]) {
+  constexpr bool kCuda = kBackend == Backend::Cuda;
   // First: on a CPU-only torch, say that and only that.
   const GetCurrentCudaStream get_stream =
       kCuda ? require_cuda_torch() : nullptr;
   const int dtype = check_inputs(op, in);
+  if (kBackend == Backend::Meta) return empty_like_contiguous(in[0]);
   for (int k = 0; k < N; ++k)
     if (!in[k].is_contiguous())
       in[k] = torch_call("packing a non-contiguous input",
@@ -122,42 +129,51 @@ Tensor run_elementwise(const cee::OpInfo& op, Tensor (&in)[N]) {
 }
 
 // The typed functions torch boxes, one per arity.
-template <int N, const cee::OpInfo* op, typename Rule, bool kCuda>
+template <int N, const cee::OpInfo* op, typename Rule, Backend kBackend>
 struct Entry;
-template <const cee::OpInfo* op, typename Rule, bool kCuda>
-struct Entry<1, op, Rule, kCuda> {
+template <const cee::OpInfo* op, typename Rule, Backend kBackend>
+struct Entry<1, op, Rule, kBackend> {
   static Tensor call(Tensor x) {
     Tensor in[1] = {x};
-    return run_elementwise<Rule, 1, kCuda>(*op, in);
+    return run_elementwise<Rule, 1, kBackend>(*op, in);
   }
 };
-template <const cee::OpInfo* op, typename Rule, bool kCuda>
-struct Entry<2, op, Rule, kCuda> {
+template <const cee::OpInfo* op, typename Rule, Backend kBackend>
+struct Entry<2, op, Rule, kBackend> {
   static Tensor call(Tensor a, Tensor b) {
     Tensor in[2] = {a, b};
-    return run_elementwise<Rule, 2, kCuda>(*op, in);
+    return run_elementwise<Rule, 2, kBackend>(*op, in);
   }
 };
-template <const cee::OpInfo* op, typename Rule, bool kCuda>
-struct Entry<3, op, Rule, kCuda> {
+template <const cee::OpInfo* op, typename Rule, Backend kBackend>
+struct Entry<3, op, Rule, kBackend> {
   static Tensor call(Tensor a, Tensor b, Tensor c) {
     Tensor in[3] = {a, b, c};
-    return run_elementwise<Rule, 3, kCuda>(*op, in);
+    return run_elementwise<Rule, 3, kBackend>(*op, in);
   }
 };
 
-// Each op's CPU and CUDA function, boxed for torch.
-#define CEE_BOXED(name, rule, arity, schema)            \
-  constexpr auto cpu_##name =                           \
-      &Entry<arity, &cee_op_##name, rule, false>::call; \
-  constexpr auto cuda_##name =                          \
-      &Entry<arity, &cee_op_##name, rule, true>::call;  \
-  constexpr BoxedKernel boxed_cpu_##name =              \
-      &guarded<TORCH_BOX(cpu_##name), &cee_op_##name>;  \
-  constexpr BoxedKernel boxed_cuda_##name =             \
-      &guarded<TORCH_BOX(cuda_##name), &cee_op_##name>;
+// Each op's function per backend, boxed for torch.
+#define CEE_BOXED(name, rule, arity, schema)                               \
+  template <Backend kBackend>                                              \
+  constexpr BoxedKernel boxed_##name =                                     \
+      &guarded<TORCH_BOX(                                                  \
+                   (&Entry<arity, &cee_op_##name, rule, kBackend>::call)), \
+               &cee_op_##name>;
 CEE_FOR_EACH_OP(CEE_BOXED)
 #undef CEE_BOXED
+
+// Every op and its no-grad twin get the backend's kernel.
+template <Backend kBackend>
+void register_kernels(torch::stable::detail::StableLibrary& m) {
+#define CEE_IMPL(name, rule, arity, schema) \
+  m.impl(#name, boxed_##name<kBackend>);
+  CEE_FOR_EACH_OP(CEE_IMPL)
+#undef CEE_IMPL
+#define CEE_IMPL_TWIN(name, twin, schema) m.impl(#twin, boxed_##name<kBackend>);
+  CEE_FOR_EACH_NO_GRAD_TWIN(CEE_IMPL_TWIN)
+#undef CEE_IMPL_TWIN
+}
 
 }  // namespace
 
@@ -166,27 +182,19 @@ STABLE_TORCH_LIBRARY(CEE_NAMESPACE, m) {
   CEE_FOR_EACH_OP(CEE_DEF)
 #undef CEE_DEF
   // Each op's no-grad twin: the same kernels, no autograd kernel (torch's
-  // default autograd fallback passes through). The Python wrapper calls it
-  // when no graph is built: benchmarks/NOTES.md change 22.
+  // default autograd fallback passes through). The Python function calls it
+  // when no graph is built (cuda_ext_example/fast_path.py).
 #define CEE_DEF_TWIN(name, twin, schema) m.def(schema);
   CEE_FOR_EACH_NO_GRAD_TWIN(CEE_DEF_TWIN)
 #undef CEE_DEF_TWIN
 }
 
 STABLE_TORCH_LIBRARY_IMPL(CEE_NAMESPACE, CPU, m) {
-#define CEE_IMPL(name, rule, arity, schema) m.impl(#name, boxed_cpu_##name);
-  CEE_FOR_EACH_OP(CEE_IMPL)
-#undef CEE_IMPL
-#define CEE_IMPL_TWIN(name, twin, schema) m.impl(#twin, boxed_cpu_##name);
-  CEE_FOR_EACH_NO_GRAD_TWIN(CEE_IMPL_TWIN)
-#undef CEE_IMPL_TWIN
+  register_kernels<Backend::Cpu>(m);
 }
-
 STABLE_TORCH_LIBRARY_IMPL(CEE_NAMESPACE, CUDA, m) {
-#define CEE_IMPL(name, rule, arity, schema) m.impl(#name, boxed_cuda_##name);
-  CEE_FOR_EACH_OP(CEE_IMPL)
-#undef CEE_IMPL
-#define CEE_IMPL_TWIN(name, twin, schema) m.impl(#twin, boxed_cuda_##name);
-  CEE_FOR_EACH_NO_GRAD_TWIN(CEE_IMPL_TWIN)
-#undef CEE_IMPL_TWIN
+  register_kernels<Backend::Cuda>(m);
+}
+STABLE_TORCH_LIBRARY_IMPL(CEE_NAMESPACE, Meta, m) {
+  register_kernels<Backend::Meta>(m);
 }

@@ -78,9 +78,9 @@ def _first_line(run) -> str:
 
 
 @pytest.mark.parametrize("case", ["shape", "dtype", "unsupported dtype"])
-def test_fake_kernel_and_kernel_say_the_same_words(any_op, case):
-    """Every op's fake kernel (Python, for torch.compile) and its real kernel (C++) state
-    the same rules in the same words: compared message for message."""
+def test_fake_tensors_get_the_real_kernels_words(any_op, case):
+    """FakeTensorMode (torch.compile, torch.export) runs the op's Meta kernel, which states
+    the same rules as the real kernel in the same words: compared message for message."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     if case != "unsupported dtype" and any_op.arity == 1:

@@ -1,5 +1,5 @@
 """Python face of the declared ops, made from their declarations (ops/*/ops.toml, which the
-build writes into the build record): typed wrappers, fake kernels (torch.compile),
+build writes into the build record): typed wrappers,
 autograd, and the torch.func rules (vmap batching, forward-mode AD).
 
 The ops themselves (schema, CPU and CUDA kernels, input checks) are registered by the
@@ -26,41 +26,6 @@ OP_NAMES = tuple(DECLARATIONS)
 
 # The dtypes of pyproject.toml's elementwise core, which the build writes into the record.
 SUPPORTED_DTYPES = tuple(getattr(torch, name) for name in _RECORD.get("dtypes", []))
-
-
-def check_inputs(op: dict, *tensors: torch.Tensor, namespace: str = NAMESPACE) -> None:
-    """The rules of csrc/ops.cpp check_inputs, with the same messages, for fake tensors
-    (tests/test_errors.py compares the two case by case)."""
-    prefix = f"{namespace}.{op['name']}"
-    names = op["inputs"]
-    both = "both" if len(tensors) == 2 else "all"
-    first = tensors[0]
-    if any(t.layout != torch.strided for t in tensors):
-        raise RuntimeError(
-            f"{prefix}: expected dense (strided) tensors, got a sparse or other layout"
-        )
-    for name, t in zip(names[1:], tensors[1:], strict=True):
-        if t.device != first.device:
-            raise RuntimeError(
-                f"{prefix}: expected {both} tensors on the same device, "
-                f"got {names[0]} on {first.device} and {name} on {t.device}"
-            )
-    for name, t in zip(names[1:], tensors[1:], strict=True):
-        if t.dtype != first.dtype:
-            raise RuntimeError(
-                f"{prefix}: expected {both} tensors to have the same dtype, "
-                f"got {names[0]} {first.dtype} and {name} {t.dtype}"
-            )
-    dtypes = [getattr(torch, d) for d in op["dtypes"]]
-    if first.dtype not in dtypes:
-        supported = ", ".join(str(d) for d in dtypes)
-        raise RuntimeError(f"{prefix}: unsupported dtype {first.dtype}; supported: {supported}")
-    for name, t in zip(names[1:], tensors[1:], strict=True):
-        if t.shape != first.shape:
-            raise RuntimeError(
-                f"{prefix}: expected tensors of the same shape (no broadcasting), "
-                f"got {names[0]} {list(first.shape)} and {name} {list(t.shape)}"
-            )
 
 
 def _check_types(op: dict, args: tuple, namespace: str = NAMESPACE) -> None:
@@ -226,19 +191,11 @@ def make_vmap_rule(overload):
     return rule
 
 
-def make_fake(op: dict, namespace: str):
-    def fake(*tensors: torch.Tensor) -> torch.Tensor:
-        check_inputs(op, *tensors, namespace=namespace)
-        return tensors[0].new_empty(tensors[0].shape)  # contiguous, like the real output
-
-    return fake
-
-
 _LIBRARIES: list = []  # the registrations live as long as their Library object
 
 
 def register_python_parts(namespace: str = NAMESPACE) -> dict[str, Callable]:
-    """Fake kernels, autograd, vmap rules for every declared op of `namespace` (the JIT
+    """Autograd and vmap rules for every declared op of `namespace` (the JIT
     build has its own); returns the Python wrappers by op name."""
     library = torch.library.Library(namespace, "IMPL")
     _LIBRARIES.append(library)
@@ -247,10 +204,9 @@ def register_python_parts(namespace: str = NAMESPACE) -> dict[str, Callable]:
         qualname = f"{namespace}::{name}"
         ops = getattr(torch.ops, namespace)
         overload = getattr(ops, name).default
-        torch.library.register_fake(qualname, make_fake(op, namespace))
         twin = getattr(ops, op["no_grad_twin"]).default
-        torch.library.register_fake(twin, make_fake(op, namespace))  # FakeTensorMode's too
         torch.library.register_vmap(qualname, make_vmap_rule(overload))
+        torch.library.register_vmap(twin, make_vmap_rule(twin))
         below_autograd = fast_path.below_autograd(twin, overload)
         function = make_function(op, below_autograd) if op["derivatives"] is not None else None
         kernel = make_autograd_kernel(op, below_autograd, namespace, function)
