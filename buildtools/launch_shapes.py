@@ -25,10 +25,9 @@ else:  # pragma: no cover - Python 3.10 builds
 TABLE_FILE = config.ROOT / "tuning" / "launch_shapes.toml"
 ACCESS_BYTES = (8, 16)  # the widths csrc/elementwise_kernels.cuh has an AccessOf for
 # How the vectorized kernel loads its inputs (a shape's `load = ...`; the kernel's template
-# argument kLoad, buildtools/ops.py LOAD_CONSTANTS): the read-only load (__ldg, ld.global.nc)
-# of every shape until now, or loads marked evict-first in L2, 1.5-2.5% faster at <= 8 MiB per
-# tensor on the H100 and H200, slower from 32 MiB (benchmarks/NOTES.md changes 36-37): a
-# flavour per shape, so that each GPU's table picks it per size from measurements.
+# argument kLoad, buildtools/ops.py LOAD_CONSTANTS): the read-only load (__ldg, ld.global.nc),
+# or loads marked evict-first in L2, faster at mid sizes and slower at large ones: a flavour
+# per shape, so that each GPU's table picks it per size from measurements.
 LOADS = ("default", "evict-first")
 DEFAULT_LOAD = LOADS[0]
 MAX_INPUTS = 3
@@ -134,7 +133,7 @@ def _shape(where: str, row: dict) -> Shape:
         raise LaunchShapeError(f"{where}: access = {shape.access}; one of {ACCESS_BYTES}")
     # Whole warps, up to CUDA's 1024 threads. Not only powers of two: the block size also sets
     # how many threads an SM keeps resident (two 768-thread blocks: 75%), and a streaming
-    # kernel can be faster with fewer (benchmarks/NOTES.md changes 26-27).
+    # kernel can be faster with fewer.
     whole_warps = 32 <= shape.block <= 1024 and shape.block % 32 == 0
     if not whole_warps or shape.per_thread not in (1, 2, 4, 8):
         raise LaunchShapeError(

@@ -99,8 +99,8 @@ class Op:
     def no_grad_twin(self) -> str:
         """The op's twin: the same kernels under a second name with no autograd kernel,
         which the Python wrapper calls when no graph is built (one dispatcher pass with no
-        Python autograd kernel and no dispatch-key exclusion around it: benchmarks/NOTES.md
-        change 22). Private: called with inputs that need grad it builds no graph."""
+        Python autograd kernel and no dispatch-key exclusion around it: the cheapest call).
+        Private: called with inputs that need grad it builds no graph."""
         return f"_{self.name}_no_grad"
 
     @property

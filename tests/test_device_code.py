@@ -65,8 +65,7 @@ def test_nvrtc_12_0_leaves_the_locale_alone():
     assert locale.getpreferredencoding(False) == before
 
 
-# An evict-first instance (a launch shape's load = "evict-first", benchmarks/NOTES.md changes
-# 36-37), 16-byte and 8-byte accesses.
+# An evict-first instance (a launch shape's load = "evict-first"), 16-byte and 8-byte accesses.
 EVICT_FIRST = [
     "cee::elementwise_vectorized<cee_ops::Add, float, 2, 16, 128, 2, cee::kLoadEvictFirst>",
     "cee::elementwise_vectorized<cee_ops::Add, __nv_bfloat16, 2, 8, 256, 1, cee::kLoadEvictFirst>",

@@ -197,7 +197,7 @@ def test_what_is_not_a_binary_is_refused_in_one_line(what, wheel, tmp_path):
 
 def test_missing_pyelftools_is_said_in_one_line(wheel):
     """The ops need only torch; inspect's ELF reader is the `tools` extra. Without it, one
-    line names the fix (a lent GPU machine lacked it and got a traceback)."""
+    line names the fix (a GPU machine without it got a traceback)."""
     hide = "import sys; sys.modules['elftools'] = None; import runpy; "
     code = hide + "runpy.run_module('cuda_ext_example', run_name='__main__')"
     run = subprocess.run(

@@ -118,14 +118,14 @@ def test_a_bad_table_is_refused_with_its_fault(tmp_path, text, problem):
 
 
 def test_a_block_need_not_be_a_power_of_two(tmp_path):
-    # 768 threads: two blocks fill 75% of an SM's threads (benchmarks/NOTES.md change 27).
+    # 768 threads: two blocks fill 75% of an SM's threads.
     path = tmp_path / "launch_shapes.toml"
     path.write_text("[default]\ninputs-1 = [{access = 16, block = 768, per-thread = 1}]\n")
     assert list(launch_shapes.load(path).compiled(False)) == [Shape(16, 768, 1)]
 
 
 def test_a_shape_may_load_its_inputs_evict_first(tmp_path):
-    # benchmarks/NOTES.md changes 36-37: a load flavour per shape, absent = the read-only load.
+    # A load flavour per shape; absent, the read-only load.
     path = tmp_path / "launch_shapes.toml"
     path.write_text(
         "[candidates]\n"
@@ -183,8 +183,8 @@ def test_an_evict_first_shape_is_a_kernel_instance_of_its_own(monkeypatch):
 
 
 def test_each_evict_first_candidate_has_its_read_only_twin():
-    """The tuner times an evict-first shape to weigh it against the same shape's shipped load
-    (benchmarks/NOTES.md changes 36-37): both must be candidates."""
+    """The tuner times an evict-first shape to weigh it against the same shape's read-only
+    load: both must be candidates."""
     evict_first = [s for s in TABLES.candidates if s.load == "evict-first"]
     assert evict_first, "no evict-first candidate in tuning/launch_shapes.toml"
     for shape in evict_first:
@@ -259,12 +259,12 @@ def test_every_compiled_shape_equals_the_reference_on_this_gpu(compiled, any_op)
 
 @pytest.mark.gpu
 def test_the_tuner_times_each_shape_the_reference_and_the_copy_in_every_round(compiled):
-    from scripts.bench.benchmark import Settings
+    from scripts.bench.timing import Settings
     from scripts.tune import measure
 
     shapes = [Shape(*s) for s in compiled.vector_shapes()][:2]
     op = measure.vectorized_ops()[2]
-    settings = Settings(5, 20, 0, 0, False, rounds=3)  # the tuner's budgets, fewer rounds
+    settings = Settings(5, 20, rounds=3)  # the tuner's budgets, fewer rounds
     times = measure.time_cell(op, "float32", 2**20, shapes, settings)
     assert set(times) == {str(s) for s in shapes} | {measure.REFERENCE, measure.COPY}
     assert all(len(rounds) == 3 and min(rounds) > 0 for rounds in times.values())

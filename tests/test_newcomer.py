@@ -3,7 +3,7 @@ know-your-binary targets, all from the repository root, with no system CUDA.
 
 One build serves the whole test: `make release` (build, auditwheel show + repair,
 gates, upload to a local pypiserver, pip install into a fresh venv, smoke test, the
-Colab notebook), then `make doctor`, `make ptx`, `make symbols`. Where root and
+Colab notebook), then `make inspect` (doctor, then the PTX and symbols). Where root and
 unshare allow, /usr/local is hidden (no /usr/local/cuda) and nvcc is off PATH: the
 device code must come from the pinned PyPI NVRTC alone. (`make test`, the README's
 second command, is what runs this file: it is not run again from here.)
@@ -47,7 +47,7 @@ def released_clone(tmp_path_factory):
     return clone, hide, run.returncode, run.stdout + run.stderr
 
 
-def test_fresh_clone_release_then_doctor_ptx_symbols(released_clone):
+def test_fresh_clone_release_then_inspect(released_clone):
     clone, hide, returncode, log = released_clone
     assert readme_commands()[0] == "make release"
     assert returncode == 0, log[-6000:]
@@ -74,7 +74,7 @@ def test_fresh_clone_release_then_doctor_ptx_symbols(released_clone):
     assert "cp310-abi3-manylinux2014_aarch64" in wheels[0]
     assert "cp310-abi3-manylinux2014_x86_64" in wheels[1]
 
-    run = make(clone, "doctor", "ptx", "symbols", hide_cuda=hide)
+    run = make(clone, "inspect", "ARGS=--ptx --symbols", hide_cuda=hide)
     out = run.stdout + run.stderr
     assert "Traceback" not in out, out[-4000:]
     assert run.returncode == 0, out[-4000:]
@@ -82,9 +82,9 @@ def test_fresh_clone_release_then_doctor_ptx_symbols(released_clone):
     assert "[  ok] run on cpu: my_add my_fast_add my_square match torch" in out
     assert "verdict: ready" in out
     assert "cubins from CUDA 12.0: sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_89 sm_90" in out
-    assert "cubins from CUDA 12.9: sm_100 sm_103 sm_120 sm_121" in out  # make ptx
+    assert "cubins from CUDA 12.9: sm_100 sm_103 sm_120 sm_121" in out  # inspect --ptx
     assert "ld.global.nc.v4" in out
-    assert "defined dynamic symbols (T): 1\n  T PyInit__C" in out  # make symbols
+    assert "defined dynamic symbols (T): 1\n  T PyInit__C" in out  # inspect --symbols
 
 
 def test_same_commit_same_bytes(released_clone, tmp_path):
@@ -145,17 +145,17 @@ def test_both_cpus_wheels_embed_the_same_device_code(released_clone):
 
 
 def test_know_your_binary_targets_reuse_the_installed_wheel(released_clone):
-    """A second `make doctor` answers at once: no repair, no reinstall, no build."""
+    """A second `make inspect` answers at once: no repair, no reinstall, no build."""
     clone_dir, hide, returncode, log = released_clone
     assert returncode == 0, log[-3000:]
-    first = make(clone_dir, "doctor", hide_cuda=hide)
+    first = make(clone_dir, "inspect", hide_cuda=hide)
     assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
-    again = make(clone_dir, "doctor", hide_cuda=hide)
+    again = make(clone_dir, "inspect", hide_cuda=hide)
     out = again.stdout + again.stderr
     assert again.returncode == 0, out[-3000:]
     assert "verdict: ready" in out
     for step in ("auditwheel", "pip install", "build --wheel", "setup:"):
-        assert step not in out, f"`make doctor` ran {step!r} again:\n{out[-3000:]}"
+        assert step not in out, f"`make inspect` ran {step!r} again:\n{out[-3000:]}"
 
 
 # The README's test command in a fresh clone that sees PyPI alone, on the op and doctor

@@ -133,23 +133,16 @@ def test_no_module_has_a_standard_library_name():
 
 def test_tracked_results_stay_small():
     files = subprocess.run(
-        ["git", "ls-files", "docs/results", "benchmarks/results"],
+        ["git", "ls-files", "benchmarks/results", "tuning/measurements"],
         capture_output=True, text=True, cwd=ROOT, check=True,
     ).stdout.split()  # fmt: skip
     total = sum((ROOT / f).stat().st_size for f in files if (ROOT / f).exists())
     assert 0 < total <= 1_000_000, total
 
 
-def test_every_result_log_is_described_in_the_results_readme():
-    readme = (ROOT / "docs" / "results" / "README.md").read_text()
-    logs = sorted(p.name for p in (ROOT / "docs" / "results").glob("*.log"))
-    assert logs, "no result logs"
-    assert [name for name in logs if f"`{name}`" not in readme] == []
-
-
 # Files not read for path names: what other machines printed (their paths are that
-# machine's; results/README.md is ours and is read), and the locks (uv's text).
-PATH_SCAN_SKIP = re.compile(r"(docs|benchmarks)/results/(?!README\.md$)|requirements/[^/]+\.lock$")
+# machine's), and the locks (uv's text).
+PATH_SCAN_SKIP = re.compile(r"benchmarks/results/|requirements/[^/]+\.lock$")
 # After a path, a character that makes it a pattern (glob, Make or shell variable, f-string
 # field, <placeholder>): then only its folder has to exist.
 PATTERN_CHARS = "*?[{$<%"

@@ -1,4 +1,4 @@
-"""`make rename NAME=...` on a fresh clone: the renamed project builds, its repaired wheel
+"""`python -m scripts.rename NAME` on a fresh clone: the renamed project builds, its repaired wheel
 passes every gate, and its ops load under the new name (import name and torch.ops
 namespace) in a process that has never seen the old one.
 
@@ -28,11 +28,13 @@ pytestmark = pytest.mark.release
 
 @pytest.fixture(scope="module")
 def renamed_clone(tmp_path_factory):
-    """A fresh clone after `make rename NAME=my_kernels` and `make repair`."""
+    """A fresh clone after `python -m scripts.rename my_kernels` and `make repair`."""
     if shutil.which("git") is None:
         pytest.skip("needs git")
     clone = clone_with_tools(tmp_path_factory.mktemp("rename"))
-    renamed = make(clone, "rename", f"NAME={NEW}", hide_cuda=False)
+    renamed = subprocess.run(
+        [sys.executable, "-m", "scripts.rename", NEW], cwd=clone, capture_output=True, text=True
+    )
     assert renamed.returncode == 0, renamed.stdout + renamed.stderr
     built = make(clone, "repair", hide_cuda=False)
     return clone, renamed.stdout + renamed.stderr, built

@@ -1,5 +1,5 @@
 """The GPU tools run where they cannot work (no GPU here) or with a bad argument: one line
-that says why, a nonzero exit, no traceback. Each of these ended in a traceback before."""
+that says why, a nonzero exit, no traceback."""
 
 from __future__ import annotations
 
@@ -15,21 +15,13 @@ BAD_ARGUMENTS = {
     # argument errors: argparse's usage and one error line, exit 2, GPU or not
     "coldstart --repeats 0": (["scripts.gpu.coldstart", "--repeats", "0"], 2, "--repeats"),
     "profile_trace --size 40": (["scripts.gpu.profile_trace", "--size", "40"], 2, "--size"),
-    "tune_variants, no library": (
-        ["scripts.bench.tune_variants", "/nonexistent/lib.so"], 2, "no such library",
-    ),
-    "variant_pairs, no library": (
-        ["scripts.bench.variant_pairs", "/nonexistent/lib.so", "--pair", "a,b"], 2,
-        "no such library",
-    ),
-}  # fmt: skip
+    "bench --sizes 40": (["scripts.bench", "--sizes", "40"], 2, "--sizes"),
+}
 NEEDS_A_GPU = {
     "bench": (["scripts.bench"], 2, "no CUDA GPU here"),
-    "bench.square": (["scripts.bench.square"], 2, "no CUDA GPU here"),
-    "host_overhead": (["scripts.bench.host_overhead"], 2, "no CUDA GPU here"),
+    "bench --workload square": (["scripts.bench", "--workload", "square"], 2, "no CUDA GPU here"),
     "ncu_target": (["scripts.gpu.ncu_target"], 1, "needs a CUDA GPU"),
     "sanitizer_target": (["scripts.gpu.sanitizer_target"], 1, "needs a CUDA GPU"),
-    "tune_variants": (["scripts.bench.tune_variants", "README.md"], 2, "needs a CUDA GPU"),
 }
 
 

@@ -112,15 +112,6 @@ def test_parse_shape_refuses_an_unknown_load_flavour(label):
         derive.parse_shape(label)
 
 
-def test_the_measurements_of_before_the_load_flavours_read_as_the_read_only_load():
-    """The CSVs of change 35 (tuning/repeats/) have no flavour in their labels: every shape
-    there is the read-only load."""
-    paths = sorted((MEASUREMENTS.parent / "repeats").glob("*-change35.csv"))
-    assert paths, "no change-35 measurements in tuning/repeats"
-    rows = [row for path in paths for row in derive.read_measurements(path)]
-    assert rows and {row.shape.load for row in rows} == {launch_shapes.DEFAULT_LOAD}
-
-
 def test_the_committed_tables_are_what_the_measurements_derive():
     paths = sorted(MEASUREMENTS.glob("*.csv"))
     assert paths, "no measurements in tuning/measurements"
@@ -342,8 +333,7 @@ def test_an_evict_first_twin_is_carried_as_a_shape_of_its_own():
 
 def test_a_table_takes_an_evict_first_shape_where_it_is_fastest(tmp_path):
     # Fake GPU A as in FACTORS, with the evict-first twin of WIDE measured in every cell too
-    # (as measure times every compiled shape) and the fastest with two inputs from 1 MiB
-    # (benchmarks/NOTES.md changes 36-37: 1.5-2.5% at <= 8 MiB per tensor).
+    # (as measure times every compiled shape) and the fastest with two inputs from 1 MiB.
     twin = Shape(WIDE.access, WIDE.block, WIDE.per_thread, "evict-first")
     slower = {(1, True): 1.05, (1, False): 1.05, (2, True): 1.3, (2, False): 0.98}
     factors = {key: {**f, twin: slower[key]} for key, f in FACTORS["Fake GPU A"].items()}
@@ -367,7 +357,7 @@ def test_a_table_takes_an_evict_first_shape_where_it_is_fastest(tmp_path):
 
 def test_evict_first_is_taken_only_where_a_pipeline_keeps_its_gain():
     # The tuner times shapes alone, where evict-first also wins at 32 MiB; followed by an
-    # unrelated op it lost 0.7-1.3% there (benchmarks/NOTES.md change 37): 4-16 MiB only.
+    # unrelated op it loses there: 4-16 MiB only.
     twin = Shape(NARROW.access, NARROW.block, NARROW.per_thread, "evict-first")
     sizes = (2 * MiB, 4 * MiB, 16 * MiB, 32 * MiB)
     measurements = [x for nb in sizes for x in cell(nb, {twin: 0.98, NARROW: 1.0, WIDE: 1.1})]

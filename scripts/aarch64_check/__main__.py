@@ -1,14 +1,15 @@
 """The aarch64 wheel, run on this x86_64 machine under qemu-user emulation:
 
-    python -m scripts.aarch64_check check WHEEL [--log LOG]     (make aarch64-check)
+    make repair ARCH=aarch64
+    python -m scripts.aarch64_check check build/aarch64/wheelhouse/*.whl [--log LOG]
 
 It sets up once, in build/cross/aarch64-env/: Debian's qemu-user; an aarch64 CPython 3.11
 from Debian's arm64 packages, unpacked into a sysroot (never installed on this machine);
 torch's aarch64 wheel with what it needs (PyPI's is a CUDA build: about 3 GB), installed
 into a target folder. Then, each in a fresh emulated process: the CPU ops against
 torch.add for every dtype, the ImportError a too-old torch gets, and `doctor`. The GPU
-path cannot run here (no aarch64 GPU machine is lent): the device code is the same bytes
-as the x86_64 wheel's, which tests/test_newcomer.py checks.
+path needs an aarch64 GPU machine: the device code is the same bytes as the x86_64 wheel's,
+which tests/test_newcomer.py checks.
 """
 
 from __future__ import annotations

@@ -1,7 +1,3 @@
-"""The benchmark: measuring (benchmark.py, on a GPU) apart from reporting (report.py, pure).
-
-The experiments of benchmarks/NOTES.md, each run as `python -m scripts.bench.NAME`:
-compare_wheels (two builds of the wheel in one GPU session; make compare-nvrtc),
-host_overhead (host time per call), tune_variants (the kernel variants of tune_variants.cu),
-variant_pairs (two of those variants alone and followed by a next op).
-"""
+"""The benchmark, `python -m scripts.bench --workload NAME` (benchmark.py): a workload
+declares an op, its peers and targets (add.py, square.py; the form is workload.py's),
+timing.py times them on the GPU, report.py writes the results."""

@@ -1,4 +1,4 @@
-"""The GPU MODE lecture's Triton square, written anew: the Triton peer of scripts/bench/square.py.
+"""The GPU MODE lecture's Triton square, written anew: the Triton peer of the square workload.
 
 The shape of the lecture's kernel (lecture 1, "How to profile CUDA kernels in PyTorch"),
 kept on purpose so the benchmark compares against what the lecture showed: one program per
@@ -9,7 +9,7 @@ autotuning, no persistent loop over rows.
     >>> from scripts.bench.triton_square import triton_square
     >>> triton_square(x)  # == torch.square(x) bitwise, for a 2-D float CUDA tensor
 
-launch_params() is the launch choice as a pure function (tests/test_square_benchmark.py).
+launch_params() is the launch choice as a pure function (tests/test_benchmark.py).
 """
 
 from __future__ import annotations

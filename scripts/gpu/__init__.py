@@ -1,1 +1,1 @@
-"""What a lent GPU machine runs (python -m scripts.gpu), and the GPU-side tools."""
+"""A built wheel on a GPU machine (python -m scripts.gpu), and the GPU-side tools."""

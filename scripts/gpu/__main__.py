@@ -1,23 +1,25 @@
-"""What a lent GPU machine runs, against a wheel built here (it has torch, no network):
+"""A built wheel on any GPU machine that has torch and no network access:
 
     python -m scripts.gpu suite WHEEL [--log LOG] [-- PYTEST_ARGS]
     python -m scripts.gpu tools WHEEL OUTDIR        doctor, inspect, cold start, JIT, profiler
                                                     trace, Nsight Compute, compute-sanitizer
+    python -m scripts.gpu bench WHEEL OUTDIR [-- BENCH_ARGS]  every benchmark workload
     python -m scripts.gpu release-check WHEEL OUTDIR  the release's prove step (local index,
                                                     Colab notebook, smoke test), offline
     python -m scripts.gpu compat TORCH_SPEC WHEEL   the suite in a fresh venv with another torch
                                                     (any machine with network; GPU tests skip
                                                     without a GPU)
 
-Wheels of test-only tools the machine lacks may lie in .whl/ (installed next to ours), those
-of the release check's tools (pypiserver, nbclient, ipykernel) in .whl/tools/.
-Every log starts with scripts/gpu/facts.py's header.
+Wheels of test-only tools the machine lacks may lie in build/gpu/wheels/ (installed next to
+ours), those of the release check's tools (pypiserver, nbclient, ipykernel) in
+build/gpu/wheels/tools/. Every log starts with scripts/gpu/facts.py's header.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,16 +28,21 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from buildtools.config import ROOT
+from scripts.bench.benchmark import WORKLOADS
 from scripts.cli_args import wheel_problem
 
 from .facts import Log, header
 
-EXTRA_WHEELS = ROOT / ".whl"
-# Modules the tests import that a lent GPU machine lacks (import name -> distribution): they
-# come from .whl/, and without them a whole suite run is spent on failures of one cause.
+EXTRA_WHEELS = ROOT / "build" / "gpu" / "wheels"
+# Modules the tests import that a GPU machine may lack (import name -> distribution): they come
+# from EXTRA_WHEELS, and without them a whole suite run is spent on failures of one cause.
 TEST_TOOLS = {"elftools": "pyelftools"}
 # What release-check's prove step imports (the local index, the notebook run).
 RELEASE_TOOLS = {"pypiserver": "pypiserver", "nbclient": "nbclient", "ipykernel": "ipykernel"}
+# Nsight Compute on the kernels of scripts/gpu/ncu_target.py, ours and torch.add's.
+NCU_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables",
+                "LaunchStats", "Occupancy")  # fmt: skip
+NCU_KERNELS = "regex:elementwise_|CUDAFunctor_add"
 
 
 class Refused(Exception):
@@ -70,7 +77,7 @@ def install_offline(wheels: list[Path]) -> Iterator[str]:
 
 @contextmanager
 def install(wheel: Path) -> Iterator[dict]:
-    """The wheel (and .whl/ extras) installed; yields the environment that sees it."""
+    """The wheel (and EXTRA_WHEELS) installed; yields the environment that sees it."""
     with install_offline([wheel, *sorted(EXTRA_WHEELS.glob("*.whl"))]) as site:
         path = os.pathsep.join([site, str(ROOT)])
         yield dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
@@ -102,8 +109,10 @@ def cmd_suite(args) -> int:
         if missing:
             print(
                 f"scripts.gpu suite: the tests need {', '.join(missing)}, which this machine "
-                f"lacks: on the build machine, pip download --no-deps -d .whl {' '.join(missing)} "
-                "(the versions of requirements/dev.lock), then carry .whl",
+                f"lacks: on the build machine, pip download --no-deps -d "
+                f"{EXTRA_WHEELS.relative_to(ROOT)} "
+                f"{' '.join(missing)} (the versions of requirements/dev.lock), then copy that "
+                "folder here",
                 file=sys.stderr,
             )
             return 2
@@ -151,11 +160,7 @@ def run_tools(wheel: Path, out: Path, env: dict, here: str) -> int:
         [*tool, "scripts.gpu.profile_trace", "--out", out / "trace.json"],
         env=env, cwd=ROOT,
     )  # fmt: skip
-    log.run(
-        "Nsight Compute",
-        ["make", "-s", "ncu", f"RESULTS={out}", f"RUN_PY={sys.executable}"],
-        env=env, cwd=ROOT,
-    )  # fmt: skip
+    nsight_compute(log, out, env)
     for check in ("memcheck", "racecheck", "initcheck"):
         log.run(
             f"compute-sanitizer --tool {check}",
@@ -167,9 +172,30 @@ def run_tools(wheel: Path, out: Path, env: dict, here: str) -> int:
     return 1 if log.failed else 0
 
 
+def nsight_compute(log: Log, out: Path, env: dict) -> None:
+    """Nsight Compute's report of the add kernels into out/ncu-add.ncu-rep, its details into
+    the log; a machine without ncu gets one line saying so."""
+    if shutil.which("ncu", path=env.get("PATH")) is None:
+        log.write("\n===== Nsight Compute\nncu is not on PATH: it comes with the CUDA toolkit, "
+                  "or NVIDIA's nsight-compute package")  # fmt: skip
+        log.failed.append("Nsight Compute")
+        return
+    sections = [arg for name in NCU_SECTIONS for arg in ("--section", name)]
+    report = out / "ncu-add"
+    code = log.run(
+        "Nsight Compute",
+        ["ncu", *sections, "--kernel-name-base", "demangled", "-k", NCU_KERNELS, "-f", "-o",
+         report, sys.executable, "-m", "scripts.gpu.ncu_target"],
+        env=env, cwd=ROOT,
+    )  # fmt: skip
+    if code == 0:
+        log.run("Nsight Compute details", ["ncu", "--import", f"{report}.ncu-rep", "--page",
+                                           "details"], env=env, cwd=ROOT)  # fmt: skip
+
+
 def cmd_release_check(args) -> int:
     check_wheel(args.wheel)
-    # pypiserver, nbclient, ipykernel and what they need, as wheels carried here; none
+    # pypiserver, nbclient, ipykernel and what they need, as wheels copied here; none
     # there: the machine's own, if it has them (pip with no wheels would only fail).
     tool_wheels = sorted(args.tools.glob("*.whl"))
     with install_offline(tool_wheels) if tool_wheels else nullcontext(None) as tools:
@@ -179,7 +205,7 @@ def cmd_release_check(args) -> int:
             raise Refused(
                 f"the prove step needs {', '.join(missing)}, which this machine lacks: on the "
                 f"build machine, pip download -d {args.tools} {' '.join(missing)} (with what "
-                "they need), then carry that folder"
+                "they need), then copy that folder here"
             )
         out = args.outdir.resolve()
         log = Log(out / "release-check.log")
@@ -191,6 +217,22 @@ def cmd_release_check(args) -> int:
              "--system-torch", "--notebook", "--out", out],
             cwd=ROOT, env=env,
         )  # fmt: skip
+
+
+def cmd_bench(args) -> int:
+    check_wheel(args.wheel)
+    with install(args.wheel) as env:
+        out = args.outdir.resolve()
+        log = Log(out / "bench.log")
+        log.write(f"wheel: {args.wheel.name}\n{facts_in(env)}")
+        for workload in WORKLOADS:
+            log.run(
+                f"benchmark: {workload}",
+                [sys.executable, "-m", "scripts.bench", "--workload", workload, "--out", out,
+                 *args.pytest_args],
+                env=env, cwd=ROOT,
+            )  # fmt: skip
+        return 1 if log.failed else 0
 
 
 def cmd_compat(args) -> int:
@@ -233,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("wheel", type=Path)
     p.add_argument("outdir", type=Path)
     p.set_defaults(func=cmd_tools)
+    p = sub.add_parser("bench", help="every benchmark workload; BENCH_ARGS after --")
+    p.add_argument("wheel", type=Path)
+    p.add_argument("outdir", type=Path)
+    p.set_defaults(func=cmd_bench)
     p = sub.add_parser("release-check", help="the release's prove step, without network")
     p.add_argument("wheel", type=Path)
     p.add_argument("outdir", type=Path)
@@ -243,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("wheel", type=Path)
     p.add_argument("--log", type=Path, default=ROOT / "build" / "gpu" / "compat.log")
     p.set_defaults(func=cmd_compat)
-    # What follows "--" goes to pytest untouched (argparse would read its -m as ours).
+    # What follows "--" goes to pytest (or the benchmark) untouched: argparse would read its
+    # -m as ours.
     argv = sys.argv[1:] if argv is None else argv
     ours, rest = (
         (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])

@@ -1,6 +1,6 @@
-"""The kernels `make ncu` profiles: each op a few times on 2^24 float32 and bf16
-elements (large enough to stream from HBM, small enough for Nsight Compute's
-replays to be quick)."""
+"""The kernels Nsight Compute profiles in `python -m scripts.gpu tools`: each op a few times
+on 2^24 float32 and bf16 elements (large enough to stream from HBM, small enough for Nsight
+Compute's replays to be quick)."""
 
 import sys
 
@@ -9,7 +9,7 @@ import torch
 import cuda_ext_example
 
 if not torch.cuda.is_available():
-    sys.exit("scripts.gpu.ncu_target: needs a CUDA GPU (it is what `make ncu` profiles)")
+    sys.exit("scripts.gpu.ncu_target: needs a CUDA GPU (Nsight Compute profiles it)")
 
 for dtype in (torch.float32, torch.bfloat16):
     a = torch.randn(2**24, device="cuda", dtype=dtype)

@@ -30,7 +30,7 @@ def advice(target: str, missing: list[str], python: str) -> str:
     return (
         f"make {target}: {python} cannot import {', '.join(missing)}. The GPU tools run with "
         "a Python that has CUDA torch and this package: run `make install` first (the "
-        f"targets then use .venv's Python), or `make {target} RUN_PY=/path/to/python` "
+        f"targets then use .venv's Python), or `make {target} PYTHON=/path/to/python` "
         "with cuda_ext_example installed there"
     )
 

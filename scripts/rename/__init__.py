@@ -1,1 +1,2 @@
-"""Renames the project: package, import name, op namespace, docs and tests (make rename)."""
+"""Renames the project: package, import name, op namespace, docs and tests
+(python -m scripts.rename NAME)."""

@@ -1,6 +1,6 @@
 """Gives the project another name across its tracked files.
 
-    make rename NAME=my_kernels        # or: python -m scripts.rename my_kernels
+    python -m scripts.rename my_kernels
 
 One name serves as the distribution name, the import name, the op namespace
 (torch.ops.<name>), the pyproject table [tool.<name>] and the JIT namespace

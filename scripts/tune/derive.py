@@ -39,26 +39,21 @@ from buildtools.launch_shapes import (
 )
 from buildtools.ops import DTYPES
 
-# Eight (benchmarks/NOTES.md changes 33, 35, 38). A shape adds about 20 kernels, and an
-# evict-first twin of a shape (load = "evict-first") is one more shape here. With change 38's
-# measurements two of the eight are twins, and 8B x1 /512, the H100's fastest at 1 GiB per
-# tensor (0.5% ahead of 8B x1 /256, which the table takes there), is not carried: a ninth slot
-# went to a third twin.
+# Every carried shape adds about 20 kernels to the wheel (an evict-first twin of a shape counts
+# as one more shape); eight cover the measured GPUs within a fraction of a percent.
 MAX_SHAPES = 8
 # A size keeps the shape below it within the cell's spread, but never one more than 0.2% slower
-# (a few-microsecond cell's spread, 5-15%, would keep anything). 0.5% until change 33: it kept
-# 16B x1 /128 at 256 MiB of bfloat16 on the H200, 0.47% behind 16B x1 /768, in cells whose
-# shapes, timed in turn, move 0.1-0.3% against each other between rounds.
+# (a few-microsecond cell's spread, 5-15%, would keep anything, while shapes timed in turn move
+# only 0.1-0.3% against each other between rounds).
 MAX_TOLERANCE = 0.002
 # The carried shapes are picked on the bandwidth-bound sizes (>= 1 MiB per tensor): below it a
 # kernel takes a few microseconds and a cell's spread (5-15%) is larger than any shape's effect.
 PICK_FROM_BYTES = 2**20
 NOT_SHAPES = ("reference", "copy")
-# Evict-first loads only where a pipeline keeps their gain (benchmarks/NOTES.md change 37): at
-# 4-16 MiB per tensor they were 1.2-2.6% ahead followed by an add of their output, and at 4-8
-# MiB also followed by an unrelated add; at 32 MiB, even alone, an unrelated next add paid
-# 0.7-1.3% for the lines they left dirty. The tuner times each shape alone after an L2 flush,
-# which would pick them up to 32 MiB, so their measurements outside these sizes are not used.
+# Evict-first loads only where a pipeline keeps their gain: at 4-16 MiB per tensor they stay
+# 1-3% ahead when another op follows, while from 32 MiB the next op pays for the lines they
+# left dirty. The tuner times each shape alone after an L2 flush, which would pick them up to
+# 32 MiB, so their measurements outside these sizes are not used.
 EVICT_FIRST_BYTES = (4 * 2**20, 16 * 2**20)
 
 
@@ -71,7 +66,7 @@ class Measurement:
     nbytes: int
     shape: Shape
     # What the shapes of a cell are compared by: the shape's time over the reference's in the
-    # same round, the median over rounds (measure's vs_reference, change 34 on); in older CSVs
+    # same round, the median over rounds (measure's vs_reference); in CSVs without that column
     # the shape's own median ms. Either way one cell's are all of one kind.
     time: float
     spread: float = 0.0  # (largest - smallest round) / median, as a fraction
@@ -104,7 +99,7 @@ def read_measurements(path: Path) -> list[Measurement]:
         )
         if row.get("vs_reference"):
             time, spread = float(row["vs_reference"]), float(row["vs_reference_spread_pct"])
-        else:  # measured before change 34
+        else:  # a CSV without the reference ratio
             time, spread = float(row["ms"]), float(row["spread_pct"])
         out.append(Measurement(row["gpu"], provenance, int(row["inputs"]), row["dtype"],
                                int(row["bytes"]), parse_shape(row["shape"]), time,
@@ -244,8 +239,8 @@ def _preamble(path: Path) -> str:
 def _check_same_shapes(measurements: list[Measurement]) -> None:
     """Every GPU must have timed the same shapes: [default] weighs each shape over all of
     them, and the carried shapes are picked over every cell. A GPU measured with a tuning
-    wheel that has newer candidates (the evict-first twins, changes 36-37) than another's
-    CSV is refused here, not left to fail inside the choice."""
+    wheel that has other candidates than another's CSV is refused here, not left to fail
+    inside the choice."""
     by_gpu: dict[str, set[Shape]] = defaultdict(set)
     for m in measurements:
         by_gpu[m.gpu].add(m.shape)

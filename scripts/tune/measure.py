@@ -2,14 +2,14 @@
 inputs the declared ops have, in float32 and bfloat16, at tensor sizes of 64 KiB .. 1 GiB;
 next to the op's torch reference and a copy that moves the same bytes, for context.
 
-Method (scripts/bench/benchmark.py's): triton.testing.do_bench (CUDA events, L2 flushed
+Method (scripts/bench/timing.py's): triton.testing.do_bench (CUDA events, L2 flushed
 before each call), in each round one do_bench over the shapes called in turn
-(benchmark.interleaved_ms), each round on tensors of its own (earlier rounds' kept alive, so
+(timing.interleaved_ms), each round on tensors of its own (earlier rounds' kept alive, so
 that every round's land elsewhere). Each shape is forced through
 cuda_ext_example._C.force_launch_shape, and its output is checked against the reference
 before it is timed. A shape is judged by its time over the reference's in the same round, the
 median over the rounds (vs_reference): a round's common slow or fast stretch cancels there,
-and not in a shape's own median time (benchmarks/NOTES.md change 34).
+and not in a shape's own median time.
 
 Writes <out>/<gpu-slug>-<date>.csv, one row per (op, dtype, bytes, shape), with the GPU,
 driver, torch and date on every row (the table's provenance). A shape is labelled as
@@ -28,8 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from buildtools.launch_shapes import Shape, load
-from scripts.bench.benchmark import Settings, interleaved_ms, size_matched_copy
 from scripts.bench.report import slug, spread_pct
+from scripts.bench.timing import Settings, interleaved_ms, size_matched_copy
 from scripts.gpu.facts import benchmark_facts
 
 COLUMNS = ("gpu", "driver", "torch", "date", "inputs", "op", "dtype", "bytes", "shape", "ms",
@@ -38,8 +38,8 @@ DTYPES = ("float32", "bfloat16")
 LOG2_BYTES = range(16, 31)  # bytes of one tensor: 64 KiB .. 1 GiB
 QUICK_LOG2_BYTES = (16, 22, 28)
 REFERENCE, COPY = "reference", "copy"
-# Rounds per cell (3 before 2026-11-23's third pass): at 1-16 MiB per tensor the shapes
-# differ by less than the rounds spread, so more rounds steady the medians.
+# Rounds per cell: at 1-16 MiB per tensor the shapes differ by less than the rounds' spread,
+# so more rounds steady the medians.
 ROUNDS = 5
 
 
@@ -61,10 +61,7 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
     done (freed, the next round's would take the same blocks back from torch's caching
     allocator), so a cell samples where its buffers land instead of resting on one or two
     allocations (up to 10 GiB held at 1 GiB per tensor); within a round the shapes take turns
-    call by call in one do_bench, so a slow stretch of the GPU slows them all alike
-    (benchmarks/NOTES.md change 32: two H100 runs then disagree on a shape's ratio to the
-    reference by a median 1.1% at 1-8 MiB per tensor, against 3.1-3.9% with a do_bench per
-    shape)."""
+    call by call in one do_bench, so a slow stretch of the GPU slows them all alike."""
     import torch
 
     from cuda_ext_example import _C
@@ -148,7 +145,7 @@ def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> in
     facts = benchmark_facts(now)
     gpu = facts["GPU"]  # the GPU measured, the current device
     rounds = 1 if quick else ROUNDS if rounds is None else rounds
-    settings = Settings(5, 20, 0, 0, False, rounds=rounds)
+    settings = Settings(5, 20, rounds=rounds)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{slug(gpu)}-{now:%Y-%m-%d}.csv"
     print("\n".join(f"{k}: {v}" for k, v in facts.items()), flush=True)

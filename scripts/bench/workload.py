@@ -1,0 +1,73 @@
+"""What a benchmark workload declares (add.py, square.py): its implementations, inputs,
+traffic, sizes and targets. A new op's workload is one more such declaration."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .report import COPY, DTYPE_BYTES, Record, Target, spread_pct
+from .timing import Settings
+
+
+@dataclass(frozen=True)
+class Extra:
+    """What a workload measures besides its GB/s cells (the add's host time per call): its
+    targets, its section of the report and its lines on stdout."""
+
+    targets: list[Target] = field(default_factory=list)
+    markdown: list[str] = field(default_factory=list)
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str  # --workload NAME, the report's title and file names
+    peers: tuple[str, ...]  # the first is the reference every implementation must equal
+    ours: tuple[str, ...]  # this package's ops; the last is the one the targets judge
+    input_shapes: Callable[[int], list[tuple[int, ...]]]  # size -> each input's shape
+    about: str  # the report's sentence on what one call does and how GB/s is counted
+    size_name: str  # what a size counts, for the tables and the plot
+    sizes: str  # default --sizes (log2), then --quick's
+    quick_sizes: str
+    max_log2: int
+    dtypes: tuple[str, ...]  # default --dtypes
+    # GPU side: (compile_dynamic, sizes to compile for) -> name -> fn(*inputs) for every peer
+    # and ours; and what else the workload measures.
+    implementations: Callable[[bool, int], dict[str, Callable]]
+    targets: Callable[[Sequence[Record], float], list[Target]]  # (records, roofline)
+    extra: Callable[[Settings], Extra] | None = None
+
+    @property
+    def judged(self) -> str:
+        return self.ours[-1]
+
+    @property
+    def impls(self) -> tuple[str, ...]:
+        """Every implementation in report order: peers, ours, then the size-matched copy."""
+        return (*self.peers, *self.ours, COPY)
+
+    @property
+    def tensors(self) -> int:
+        """Tensors of traffic per call: each input read, the output written."""
+        return len(self.input_shapes(1)) + 1
+
+    def gbps(self, size: int, dtype: str, ms: float) -> float:
+        """GB/s (1e9 bytes) of one call at `size`: every tensor read or written once."""
+        numel = math.prod(self.input_shapes(size)[0])
+        return self.tensors * numel * DTYPE_BYTES[dtype] / (ms * 1e-3) / 1e9
+
+    def record(self, size: int, dtype: str, impl: str, rounds_ms: Sequence[float]) -> Record:
+        """One cell timed in rounds: their median, spread and GB/s."""
+        ms = statistics.median(rounds_ms)
+        return Record(
+            size,
+            dtype,
+            impl,
+            ms,
+            self.gbps(size, dtype, ms),
+            spread_pct(rounds_ms),
+            tuple(rounds_ms),
+        )
