@@ -25,7 +25,7 @@ from tests.clones import ROOT, clone_with_tools, configured_paths, make, pypi_on
 LOCKS = sorted((ROOT / "requirements").glob("*.lock"))
 PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
 # Tracked files that record what another machine printed (paths of that machine included).
-RESULT_LOGS = ("docs/results/", "benchmarks/results/")
+RESULT_LOGS = ("benchmarks/results/",)
 
 
 def tracked_text_files() -> list[Path]:

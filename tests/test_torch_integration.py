@@ -228,17 +228,8 @@ def test_public_api():
         assert doc.startswith(f"{name}(") and cuda_ext_example.ops.DECLARATIONS[name]["doc"] in doc
 
 
-def public_route_wrapper(name: str):
-    """The Python function as a torch without the fast path's private checks builds it."""
-    from cuda_ext_example import ops
-
-    below = getattr(torch.ops.cuda_ext_example, f"_{name}_no_grad").default
-    function = ops.make_function(ops.DECLARATIONS[name], below)
-    return ops.make_wrapper(ops.DECLARATIONS[name], function=function, private=None)
-
-
 def test_public_route_gives_the_same_results_errors_and_gradients(device):
-    wrapper = public_route_wrapper("my_add")
+    wrapper = cuda_ext_example.ops.public_route("my_add")
     a = random_tensor((1000,), torch.float32, device)
     b = random_tensor((1000,), torch.float32, device)
     assert_bitwise_equal(wrapper(a, b), torch.add(a, b))

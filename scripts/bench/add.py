@@ -26,6 +26,10 @@ ROOFLINE_TARGET_DTYPE = "float32"
 ROOFLINE_TARGET_FRACTION = 0.98
 HOST_N = 1024  # launch-bound: the kernel takes less time than the call's host side
 HOST_TARGET_RATIO = 1.25
+# The public route (no private torch API: fast_path.py's fallback) against torch.add, and
+# below every other route to a custom kernel (a Triton kernel, torch.compile).
+PUBLIC_ROUTE = "my_fast_add, public route"
+PUBLIC_TARGET_RATIO = 1.5
 COLDSTART_TARGET_MS = 0.5  # first call of ours over torch's first new kernel
 
 
@@ -142,6 +146,22 @@ def host_target(host_us: dict[str, float]) -> Target:
     return Target(name, status, f"{ours:.2f} us vs {eager:.2f} us = {ratio:.3f}x")
 
 
+def public_route_target(host_us: dict[str, float]) -> Target:
+    others = ("triton", "torch.compile")
+    name = (
+        f"host us/call of the public route <= {PUBLIC_TARGET_RATIO:.2f}x torch.add and below "
+        f"{' and '.join(others)}"
+    )
+    ours, eager = host_us.get(PUBLIC_ROUTE), host_us.get("torch.add")
+    if ours is None or eager is None or any(o not in host_us for o in others):
+        return Target(name, NA, "not measured in this run")
+    ratio = ours / eager
+    below = all(ours < host_us[o] for o in others)
+    status = PASS if ratio <= PUBLIC_TARGET_RATIO and below else MISS
+    versus = ", ".join(f"{o} {host_us[o]:.2f} us" for o in others)
+    return Target(name, status, f"{ours:.2f} us = {ratio:.3f}x torch.add; {versus}")
+
+
 def coldstart_target(ours_ms: float | None, torch_ms: float | None) -> Target:
     name = f"first call of a process <= {COLDSTART_TARGET_MS} ms over torch's first new kernel"
     if ours_ms is None or torch_ms is None:
@@ -156,7 +176,7 @@ def host_text(host_us: dict[str, float]) -> str:
     lines = [f"Host time per call, n={HOST_N} float32 (launch-bound):"]
     for impl, us in host_us.items():
         vs = f"  ({us / base:.2f}x torch.add)" if base else ""
-        lines.append(f"  {impl:<14} {us:8.2f} us/call{vs}")
+        lines.append(f"  {impl:<40} {us:8.2f} us/call{vs}")
     return "\n".join(lines)
 
 
@@ -217,14 +237,20 @@ def first_call_ms() -> tuple[float | None, float | None]:
 
 
 def host_costs(settings: Settings) -> Extra:
+    import torch
+
+    from cuda_ext_example.ops import public_route
+
     from .timing import check_outputs, random_tensor
 
     calls, repeats = (500, 3) if settings.quick else (2000, 7)
     impls = implementations(settings.compile_dynamic, max_shapes=1)
+    impls[PUBLIC_ROUTE] = public_route(JUDGED)
+    impls[f"torch.ops.cuda_ext_example.{JUDGED}"] = getattr(torch.ops.cuda_ext_example, JUDGED)
     a, b = random_tensor((HOST_N,), "float32"), random_tensor((HOST_N,), "float32")
     check_outputs(impls, (a, b), "torch.add", f"n={HOST_N} float32")
     host_us = best_host_times(impls, a, b, calls, repeats)
-    found = [host_target(host_us)]
+    found = [host_target(host_us), public_route_target(host_us)]
     if not settings.quick:  # fresh processes take a minute
         found.append(coldstart_target(*first_call_ms()))
     return Extra(found, host_markdown(host_us, calls, repeats), host_text(host_us))

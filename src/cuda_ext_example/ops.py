@@ -213,3 +213,13 @@ def register_python_parts(namespace: str = NAMESPACE) -> dict[str, Callable]:
         library.impl(name, kernel, "Autograd")
         wrappers[name] = make_wrapper(op, namespace, function=function)
     return wrappers
+
+
+def public_route(name: str, namespace: str = NAMESPACE) -> Callable:
+    """The Python function of op `name` as a torch without fast_path's private checks
+    gets it (every call through the op's autograd.Function or the public op): what the
+    tests and the benchmark's host-time table run next to the fast route."""
+    op = DECLARATIONS[name]
+    twin = getattr(getattr(torch.ops, namespace), op["no_grad_twin"]).default
+    function = make_function(op, twin) if op["derivatives"] is not None else None
+    return make_wrapper(op, namespace, function=function, private=None)
