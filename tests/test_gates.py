@@ -322,23 +322,43 @@ def test_refuses_unexpected_shared_library(good_wheel, tmp_path, name):
 
 
 def test_unexpected_elf_is_named_for_what_it_is(good_wheel, tmp_path):
-    # A second Python extension module, clean by itself: refused all the same.
-    so = compile_so(tmp_path, "void *PyInit_extra(void) { return 0; }\n")
+    # A second Python extension module, outside the limited API: refused as what it is.
+    so = compile_so(
+        tmp_path,
+        """
+        extern const char *PyUnicode_AsUTF8(void *);
+        const char *PyInit_extra(void *o) { return PyUnicode_AsUTF8(o); }
+        """,
+    )
     name = "cuda_ext_example/extra.abi3.so"
     failure = run_gates_until_refused(repack(good_wheel, tmp_path, add={name: so.read_bytes()}))
     assert failure.gate == "unexpected-elf"
-    assert f"{name} in the wheel: a Python extension module (PyInit_extra)" in failure.reason
+    assert f"{name} in the wheel: a Python extension module (PyInit_extra); it imports " \
+        "CPython symbols outside the 3.10 limited API: PyUnicode_AsUTF8 (not abi3)" \
+        in failure.reason  # fmt: skip
 
 
 def test_every_elf_is_audited(good_wheel, tmp_path, cfg):
     # Each per-file gate reads every ELF of the wheel, not only the extension.
     so = patchelf(compile_so(tmp_path, STRAY_LIBRARY), "--set-rpath", "/opt/lib")
     bad = repack(good_wheel, tmp_path, add={"cuda_ext_example/helper.bin": so.read_bytes()})
-    with pytest.raises(release_gates.GateFailure, match="helper.bin needs GLIBC_2.3") as exc:
-        release_gates.gate_elf(bad, cfg)
-    assert exc.value.gate == "elf-audit"
-    with pytest.raises(release_gates.GateFailure, match="helper.bin has RUNPATH '/opt/lib'"):
-        release_gates.gate_search_paths(bad)
+    refusals = {
+        "elf-audit": (lambda: release_gates.gate_elf(bad, cfg), "helper.bin needs GLIBC_2.3"),
+        "search-path": (
+            lambda: release_gates.gate_search_paths(bad),
+            "helper.bin has RUNPATH '/opt/lib'",
+        ),
+    }
+    if release_gates.TORCH_ABI_AUDIT_RUNS:
+        refusals["torch-abi-audit"] = (
+            lambda: release_gates.gate_torch_abi_audit(bad, cfg),
+            "helper.bin is refused by torch-abi-audit: unstable libtorch symbols",
+        )
+    for gate, (run, said) in refusals.items():
+        with pytest.raises(release_gates.GateFailure) as exc:
+            run()
+        assert exc.value.gate == gate
+        assert said in exc.value.reason
 
 
 # ------------------------------------------------ the record against the binary

@@ -264,7 +264,8 @@ def link_findings(so: Path, cfg: config.BuildConfig, arch: str) -> list[Finding]
 
 def python_api_findings(so: Path, cfg: config.BuildConfig) -> list[Finding]:
     """CPython symbols outside the limited API of python-limited-api, looked up in abi3info
-    (the table abi3audit reads; abi3audit itself audits only files named *.so)."""
+    (the table abi3audit reads): for an ELF file abi3audit does not audit (it reads only
+    files named *.so, and the extension is its gate's)."""
     from abi3info import DATAS, FUNCTIONS
     from abi3info.models import PyVersion, Symbol
 
@@ -304,8 +305,7 @@ def gate_elf(wheel: Path, cfg: config.BuildConfig) -> None:
     with elf_files(wheel) as found:
         for name, so in found.items():
             exports = export_findings(so) if name == EXTENSION else []
-            findings = link_findings(so, cfg, arch) + python_api_findings(so, cfg) + exports
-            _refuse_first("elf-audit", name, findings)
+            _refuse_first("elf-audit", name, link_findings(so, cfg, arch) + exports)
 
 
 def torch_shim_findings(so: Path, cfg: config.BuildConfig, torch_include: Path) -> list[Finding]:
@@ -537,14 +537,14 @@ def describe_elf(
         return f"{kind}, not a whole shared object ({problem})"
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
-    findings = [
-        *link_findings(so, cfg, wheel_arch(wheel)),
-        *torch_shim_findings(so, cfg, torch_include),
-        *(torch_abi_audit_findings(so, cfg, uses_torch=False) if TORCH_ABI_AUDIT_RUNS else []),
-        *python_api_findings(so, cfg),
-        *search_path_findings(name, data, names),
-        *stack_findings(data),
-    ]
+    findings = link_findings(so, cfg, wheel_arch(wheel))
+    findings += torch_shim_findings(so, cfg, torch_include)
+    # Its C++ symbols, where torch-abi-audit runs: describing a stray file, a missing
+    # tool must not hide the fault (the torch-abi-audit gate names it).
+    if TORCH_ABI_AUDIT_RUNS and importlib.util.find_spec("torch_abi_audit"):
+        findings += torch_abi_audit_findings(so, cfg, uses_torch=False)
+    findings += python_api_findings(so, cfg)
+    findings += search_path_findings(name, data, names) + stack_findings(data)
     said = "; ".join(f"it {problem}" for problem, _ in findings)
     return f"{kind}; {said or 'nothing else is wrong with it, but no build step makes it'}"
 
