@@ -232,7 +232,7 @@ def test_refuses_tags_other_than_the_filename(good_wheel, tmp_path):
     assert failure.gate == "wheel-file"
     assert "WHEEL's tags ['cp310-abi3-manylinux2014_x86_64', 'cp310-abi3-manylinux_2_17_x86_64'] " \
         "are not the filename's ['cp310-abi3-manylinux_2_28_x86_64']" in failure.reason  # fmt: skip
-    assert "never edit or rename a built wheel" in failure.fix
+    assert "never rename a wheel" in failure.fix
 
 
 def test_refuses_binary_for_another_cpu(good_wheel, tmp_path):
@@ -251,10 +251,19 @@ METADATA_FAULTS = {
     "no torch requirement": (
         "Requires-Dist: torch>=2.10\n",
         "",
-        "METADATA requires torch nothing; pyproject.toml declares >=2.10 and torch-target 2.10",
+        "METADATA's torch requirement is missing, not >=2.10: pyproject.toml declares >=2.10 "
+        "([project]) and torch-target 2.10 (the build record: 2.10)",
     ),
-    "older torch": ("torch>=2.10", "torch>=2.9", "METADATA requires torch >=2.9;"),
-    "no Requires-Python": ("Requires-Python: >=3.10\n", "", "METADATA Requires-Python nothing;"),
+    "older torch": (
+        "torch>=2.10",
+        "torch>=2.9",
+        "METADATA's torch requirement is >=2.9, not >=2.10",
+    ),
+    "no Requires-Python": (
+        "Requires-Python: >=3.10\n",
+        "",
+        "METADATA's Requires-Python is missing, not >=3.10",
+    ),
     "other version": (
         "Version: 0.1.0",
         "Version: 0.1.1",
@@ -275,6 +284,14 @@ def test_refuses_metadata_that_disagrees(good_wheel, tmp_path, fault):
     assert failure.gate == "metadata"
     assert said in failure.reason
     assert "pyproject.toml" in failure.fix and "make repair" in failure.fix
+
+
+def test_refuses_metadata_that_is_no_core_metadata(good_wheel, tmp_path):
+    bad = _edited(good_wheel, tmp_path, "METADATA", "Version: 0.1.0", "Version: one")
+    failure = run_gates_until_refused(bad)
+    assert failure.gate == "metadata"
+    assert "METADATA is not valid core metadata: 'one' is invalid for 'version'" in failure.reason
+    assert "never edit or rename a built wheel" in failure.fix
 
 
 def test_refuses_python_file_that_does_not_compile(good_wheel, tmp_path):

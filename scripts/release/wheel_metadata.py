@@ -16,7 +16,7 @@ from email.message import Message
 from email.parser import Parser
 from pathlib import Path
 
-from packaging.metadata import Metadata
+from packaging.metadata import ExceptionGroup, InvalidMetadata, Metadata
 from packaging.requirements import Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag, parse_tag
@@ -104,7 +104,7 @@ def contents_problem(wheel: Path) -> str | None:
 def metadata(wheel: Path) -> Metadata:
     try:
         return Metadata.from_email(dist_info_text(wheel, "METADATA"), validate=True)
-    except Exception as exc:  # packaging raises an ExceptionGroup of InvalidMetadata
+    except (ExceptionGroup, InvalidMetadata) as exc:  # packaging groups what it finds
         causes = getattr(exc, "exceptions", [exc])
         raise GateFailure(
             "metadata",
@@ -153,9 +153,9 @@ def _requirement_problem(
     if in_metadata == declared == [want]:
         return ""
     return (
-        f"METADATA {field} {', '.join(map(str, in_metadata)) or 'nothing'}; pyproject.toml "
-        f"declares {', '.join(map(str, declared)) or 'nothing'} and {key} {value} (the build "
-        f"record: {recorded})"
+        f"METADATA's {field} is {', '.join(map(str, in_metadata)) or 'missing'}, not {want}: "
+        f"pyproject.toml declares {', '.join(map(str, declared)) or 'none'} ([project]) and "
+        f"{key} {value} (the build record: {recorded})"
     )
 
 
@@ -171,7 +171,7 @@ def requirements_problem(wheel: Path, cfg: config.BuildConfig) -> str | None:
     )
     problems = [
         _requirement_problem(
-            "requires torch",
+            "torch requirement",
             _torch(meta.requires_dist or []),
             _torch(project.get("dependencies", [])),
             ("torch-target", cfg.torch_target),
@@ -193,10 +193,14 @@ def requirements_problem(wheel: Path, cfg: config.BuildConfig) -> str | None:
 WHEEL_CHECKS: list[tuple[Callable[[Path], str | None], str]] = [
     (
         purelib_problem,
-        "build with `make wheel` (setuptools writes Root-Is-Purelib: false for a "
-        "distribution with an extension module), then make repair; " + REBUILD,
+        "never edit WHEEL: rebuild and repair the wheel (make repair); setuptools writes "
+        "Root-Is-Purelib: false for a distribution with an extension module",
     ),
-    (tags_problem, "repair the wheel with `make repair` (auditwheel writes both); " + REBUILD),
+    (
+        tags_problem,
+        "never rename a wheel: repair it again (make repair), and auditwheel names the file "
+        "after the tags it writes into WHEEL",
+    ),
     (
         contents_problem,
         "build the wheel for the CPU its binary is for: make wheel (ARCH=aarch64 for "
@@ -207,8 +211,8 @@ WHEEL_CHECKS: list[tuple[Callable[[Path], str | None], str]] = [
 METADATA_CHECKS: list[tuple[Callable[[Path, config.BuildConfig], str | None], str]] = [
     (
         name_version_problem,
-        "the name and version are pyproject.toml's [project] name and version: change them "
-        "there and rebuild (make repair); " + REBUILD,
+        "never rename a wheel or edit its METADATA: the name and version come from "
+        "pyproject.toml [project]; change them there and rebuild (make repair)",
     ),
     (
         requirements_problem,
