@@ -715,8 +715,7 @@ def _arch_of(tags: list[str]) -> str:
 
 
 def _wheel_tags(wheel: Path) -> list[str]:
-    text = wheel_files.dist_info_text(wheel, "WHEEL")
-    return [line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("Tag: ")]
+    return [tag.strip() for tag in wheel_metadata.wheel_fields(wheel).get_all("Tag") or []]
 
 
 def all_gates(cfg: config.BuildConfig, torch_include: Path) -> list[tuple[str, Callable]]:
