@@ -135,6 +135,12 @@ def dev_archs(spec: str, cfg: BuildConfig) -> dict[str, str]:
     return archs
 
 
+def project(pyproject: Path = ROOT / "pyproject.toml") -> dict:
+    """pyproject.toml's [project] table: the name, version and requirements a wheel's
+    METADATA must carry."""
+    return tomllib.loads(pyproject.read_text())["project"]
+
+
 def load(pyproject: Path = ROOT / "pyproject.toml", dev_spec: str | None = None) -> BuildConfig:
     """The declared targets; a dev build ($CEE_SASS_ARCHS, `make wheel ARCHS=90`) keeps only
     the SASS it names, without PTX, and is marked as such in the build record."""

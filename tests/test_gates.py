@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import stat
 import subprocess
 import textwrap
 import zipfile
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from wheel_surgery import (
     EXTENSION,
+    append_entries,
     extension_copy,
     patchelf,
     repack,
@@ -23,7 +25,7 @@ from wheel_surgery import (
 
 from buildtools.toolchain import torch_paths
 from scripts.release import gates as release_gates
-from scripts.release import wheel_files
+from scripts.release import wheel_files, wheel_metadata
 
 ROOT = Path(__file__).resolve().parent.parent
 CC = shutil.which("cc") or shutil.which("gcc")
@@ -144,6 +146,236 @@ def test_refuses_record_that_lies_about_torch_target(good_wheel, tmp_path):
     assert "torch_target 2.9 but the binary imports torch 2.10 shims" in failure.reason
     assert "torch_target is '2.9', pyproject.toml" in failure.reason
     assert "never edit the record: rebuild the wheel" in failure.fix
+
+
+# ------------------------------------------------ zip entries RECORD cannot see
+
+
+def _symlink(name: str, target: str) -> tuple[zipfile.ZipInfo, bytes]:
+    info = zipfile.ZipInfo(name)
+    info.external_attr = (stat.S_IFLNK | 0o777) << 16  # a link, as `zip --symlinks` stores it
+    return info, target.encode()
+
+
+ZIP_FAULTS = {
+    # fault: (the planted entries, what the refusal says, what its fix says)
+    "symlink": (
+        lambda good: [_symlink("cuda_ext_example/linked.py", "/etc/passwd")],
+        "cuda_ext_example/linked.py is a symlink to '/etc/passwd'",
+        "not a link to it",
+    ),
+    "duplicate": (
+        lambda good: [
+            (
+                zipfile.ZipInfo("cuda_ext_example/ops.py"),
+                zipfile.ZipFile(good).read("cuda_ext_example/ops.py"),
+            )
+        ],
+        "duplicate zip entries (installers disagree on which copy they install): "
+        "cuda_ext_example/ops.py is in the zip 2 times",
+        "never add files to a built wheel with `zip`",
+    ),
+    "path traversal": (
+        lambda good: [(zipfile.ZipInfo("cuda_ext_example/../../evil.pth"), b"import os\n")],
+        "zip entries outside the wheel (an installer would write them outside site-packages, "
+        "or refuse the wheel): 'cuda_ext_example/../../evil.pth'",
+        "never add an entry with a leading /, a drive or a .. component",
+    ),
+    "absolute path": (
+        lambda good: [(zipfile.ZipInfo("/tmp/evil.py"), b"")],
+        "'/tmp/evil.py'",
+        "a leading /",
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", list(ZIP_FAULTS))
+def test_refuses_zip_entry(good_wheel, tmp_path, fault):
+    entries, said, fix = ZIP_FAULTS[fault]
+    bad = append_entries(good_wheel, tmp_path, entries(good_wheel))
+    assert wheel_files.record_problems(bad) == []  # RECORD vouches for them: not its fault
+    failure = run_gates_until_refused(bad)
+    assert failure.gate == "zip-entries"
+    assert said in failure.reason
+    assert fix in failure.fix
+
+
+# ------------------------------------------------- WHEEL and METADATA
+
+
+def _edited(good: Path, tmp: Path, file: str, old: str, new: str) -> Path:
+    """The good wheel with one line of a .dist-info file changed (RECORD rewritten)."""
+    name = f"{dist_info(good)}/{file}"
+    text = zipfile.ZipFile(good).read(name).decode()
+    assert old in text
+    return repack(good, tmp, add={name: text.replace(old, new, 1).encode()})
+
+
+def test_refuses_purelib_wheel(good_wheel, tmp_path):
+    bad = _edited(good_wheel, tmp_path, "WHEEL", "Root-Is-Purelib: false", "Root-Is-Purelib: true")
+    failure = run_gates_until_refused(bad)
+    assert failure.gate == "wheel-file"
+    assert (
+        f"WHEEL says Root-Is-Purelib: true, but the wheel carries compiled code ({EXTENSION})"
+        in failure.reason
+    )
+    assert "setuptools writes Root-Is-Purelib: false" in failure.fix
+
+
+def test_refuses_tags_other_than_the_filename(good_wheel, tmp_path):
+    # A renamed wheel: pip installs it by the filename's tag, WHEEL says another.
+    renamed = tmp_path / good_wheel.name.replace(
+        "manylinux2014_x86_64.manylinux_2_17_x86_64", "manylinux_2_28_x86_64"
+    )
+    shutil.copy(good_wheel, renamed)
+    failure = run_gates_until_refused(renamed)
+    assert failure.gate == "wheel-file"
+    assert "WHEEL's tags ['cp310-abi3-manylinux2014_x86_64', 'cp310-abi3-manylinux_2_17_x86_64'] " \
+        "are not the filename's ['cp310-abi3-manylinux_2_28_x86_64']" in failure.reason  # fmt: skip
+    assert "never rename a wheel" in failure.fix
+
+
+def test_refuses_binary_for_another_cpu(good_wheel, tmp_path):
+    so = extension_copy(good_wheel, tmp_path)
+    data = bytearray(so.read_bytes())
+    data[18:20] = (183).to_bytes(2, "little")  # e_machine EM_AARCH64 in an x86_64 wheel
+    so.write_bytes(data)
+    failure = run_gates_until_refused(repack(good_wheel, tmp_path, replace_so=so))
+    assert failure.gate == "wheel-file"
+    assert f"but {EXTENSION} is for aarch64" in failure.reason
+    assert "ARCH=aarch64" in failure.fix
+
+
+METADATA_FAULTS = {
+    # fault: (the line, its replacement, what the refusal says)
+    "no torch requirement": (
+        "Requires-Dist: torch>=2.10\n",
+        "",
+        "METADATA's torch requirement is missing, not >=2.10: pyproject.toml declares >=2.10 "
+        "([project]) and torch-target 2.10 (the build record: 2.10)",
+    ),
+    "older torch": (
+        "torch>=2.10",
+        "torch>=2.9",
+        "METADATA's torch requirement is >=2.9, not >=2.10",
+    ),
+    "no Requires-Python": (
+        "Requires-Python: >=3.10\n",
+        "",
+        "METADATA's Requires-Python is missing, not >=3.10",
+    ),
+    "other version": (
+        "Version: 0.1.0",
+        "Version: 0.1.1",
+        "METADATA Version 0.1.1, the filename's 0.1.0, pyproject.toml's 0.1.0",
+    ),
+    "other name": (
+        "Name: cuda_ext_example",
+        "Name: cuda_ext_sample",
+        "METADATA Name cuda-ext-sample, the filename's cuda-ext-example",
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", list(METADATA_FAULTS))
+def test_refuses_metadata_that_disagrees(good_wheel, tmp_path, fault):
+    old, new, said = METADATA_FAULTS[fault]
+    failure = run_gates_until_refused(_edited(good_wheel, tmp_path, "METADATA", old, new))
+    assert failure.gate == "metadata"
+    assert said in failure.reason
+    assert "pyproject.toml" in failure.fix and "make repair" in failure.fix
+
+
+def test_refuses_metadata_that_is_no_core_metadata(good_wheel, tmp_path):
+    bad = _edited(good_wheel, tmp_path, "METADATA", "Version: 0.1.0", "Version: one")
+    failure = run_gates_until_refused(bad)
+    assert failure.gate == "metadata"
+    assert "METADATA is not valid core metadata: 'one' is invalid for 'version'" in failure.reason
+    assert "never edit or rename a built wheel" in failure.fix
+
+
+def test_refuses_python_file_that_does_not_compile(good_wheel, tmp_path):
+    name = "cuda_ext_example/_build_info.py"
+    source = zipfile.ZipFile(good_wheel).read(name) + b"def broken(:\n    pass\n"
+    failure = run_gates_until_refused(repack(good_wheel, tmp_path, add={name: source}))
+    line = source.count(b"\n") - 1
+    assert failure.gate == "python-syntax"
+    assert f"{name}, line {line}: invalid syntax" in failure.reason
+    assert "python -m py_compile" in failure.fix
+
+
+# ------------------------------------------------- every ELF, by content
+
+STRAY_LIBRARY = """
+    #include <dlfcn.h>
+    extern char _ZN3c1019UndefinedTensorImpl10_singletonE;
+    void *helper(void) { dlopen("libm.so.6", RTLD_NOW);
+                         return &_ZN3c1019UndefinedTensorImpl10_singletonE; }
+"""
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cuda_ext_example/helper.so",  # was refused as "built for one CPython version"
+        "cuda_ext_example/helper.abi3.so",  # was "expected one extension .so", a RuntimeError
+        "cuda_ext_example/libhelper.so.1",  # was "grafted", with the repair excludes as fix
+        "cuda_ext_example/data/helper.bin",  # passed every gate
+    ],
+)
+def test_refuses_unexpected_shared_library(good_wheel, tmp_path, name):
+    # Built here: this machine's glibc (>= 2.34) binds dlopen to GLIBC_2.34.
+    so = compile_so(tmp_path, STRAY_LIBRARY)
+    failure = run_gates_until_refused(repack(good_wheel, tmp_path, add={name: so.read_bytes()}))
+    assert failure.gate == "unexpected-elf"
+    assert failure.reason.startswith(
+        f"unexpected shared library {name} in the wheel: a shared library; "
+    )
+    assert "it needs GLIBC_2.3" in failure.reason and "newer than GLIBC_2.17" in failure.reason
+    if release_gates.TORCH_ABI_AUDIT_RUNS:
+        assert "unstable libtorch symbols: c10::UndefinedTensorImpl::_singleton" in failure.reason
+    assert f"take {name} out of the package" in failure.fix
+    assert "CPython version" not in failure.reason and "repair excludes" not in failure.fix
+
+
+def test_unexpected_elf_is_named_for_what_it_is(good_wheel, tmp_path):
+    # A second Python extension module, outside the limited API: refused as what it is.
+    so = compile_so(
+        tmp_path,
+        """
+        extern const char *PyUnicode_AsUTF8(void *);
+        const char *PyInit_extra(void *o) { return PyUnicode_AsUTF8(o); }
+        """,
+    )
+    name = "cuda_ext_example/extra.abi3.so"
+    failure = run_gates_until_refused(repack(good_wheel, tmp_path, add={name: so.read_bytes()}))
+    assert failure.gate == "unexpected-elf"
+    assert f"{name} in the wheel: a Python extension module (PyInit_extra); it imports " \
+        "CPython symbols outside the 3.10 limited API: PyUnicode_AsUTF8 (not abi3)" \
+        in failure.reason  # fmt: skip
+
+
+def test_every_elf_is_audited(good_wheel, tmp_path, cfg):
+    # Each per-file gate reads every ELF of the wheel, not only the extension.
+    so = patchelf(compile_so(tmp_path, STRAY_LIBRARY), "--set-rpath", "/opt/lib")
+    bad = repack(good_wheel, tmp_path, add={"cuda_ext_example/helper.bin": so.read_bytes()})
+    refusals = {
+        "elf-audit": (lambda: release_gates.gate_elf(bad, cfg), "helper.bin needs GLIBC_2.3"),
+        "search-path": (
+            lambda: release_gates.gate_search_paths(bad),
+            "helper.bin has RUNPATH '/opt/lib'",
+        ),
+    }
+    if release_gates.TORCH_ABI_AUDIT_RUNS:
+        refusals["torch-abi-audit"] = (
+            lambda: release_gates.gate_torch_abi_audit(bad, cfg),
+            "helper.bin is refused by torch-abi-audit: unstable libtorch symbols",
+        )
+    for gate, (run, said) in refusals.items():
+        with pytest.raises(release_gates.GateFailure) as exc:
+            run()
+        assert exc.value.gate == gate
+        assert said in exc.value.reason
 
 
 # ------------------------------------------------ the record against the binary
@@ -290,10 +522,17 @@ def test_refuses_record_that_disagrees_with_files(good_wheel, tmp_path, fault):
     assert "never edit a built wheel by hand" in failure.fix
 
 
-def test_good_wheel_has_none_of_these_faults(good_wheel):
+def test_good_wheel_has_none_of_these_faults(good_wheel, cfg):
     """The other side of every test above: the fault is what the gate saw."""
+    assert wheel_files.zip_entry_faults(good_wheel) == {"duplicate": [], "link": [], "outside": []}
     assert wheel_files.record_problems(good_wheel) == []
     assert wheel_files.build_paths_in(good_wheel) == []
+    assert wheel_files.python_syntax_errors(good_wheel) == []
+    assert wheel_files.elf_names(good_wheel) == [EXTENSION]
+    for check, _ in wheel_metadata.WHEEL_CHECKS:
+        assert check(good_wheel) is None
+    for check, _ in wheel_metadata.METADATA_CHECKS:
+        assert check(good_wheel, cfg) is None
     with zipfile.ZipFile(good_wheel) as zf:
         assert wheel_files.grafted_libraries(zf.namelist()) == []
         data = zf.read(EXTENSION)

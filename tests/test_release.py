@@ -86,13 +86,11 @@ def test_refuses_non_abi3_extension(good_wheel, tmp_path):
 
 
 def test_refuses_version_specific_extension_name(good_wheel, tmp_path):
-    bad = repack(
-        good_wheel,
-        tmp_path,
-        add={"cuda_ext_example/_C.cpython-311-x86_64-linux-gnu.so": b"\x7fELF"},
-    )
-    with pytest.raises(release_gates.GateFailure, match="not abi3"):
-        release_gates.gate_abi3_tag(bad, config.load())
+    name = "cuda_ext_example/_C.cpython-311-x86_64-linux-gnu.so"
+    failure = run_gates_until_refused(repack(good_wheel, tmp_path, add={name: b"\x7fELF"}))
+    assert failure.gate == "abi3-tag"  # the extension under the wrong name, not a stray library
+    assert f"extension {name} is built for one CPython version, not abi3" in failure.reason
+    assert "py_limited_api=True" in failure.fix
 
 
 def device_code_so(tmp: Path, targets: dict[str, str], compress: bool = False) -> Path:

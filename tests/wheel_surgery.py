@@ -1,16 +1,21 @@
 """Bad wheels made from a good one: unpack, change one thing, repack (RECORD rewritten
-by `wheel pack`, so only the planted fault can make a gate fail), or rezip with the old
-RECORD where the fault is RECORD itself."""
+by `wheel pack`, so only the planted fault can make a gate fail), rezip with the old
+RECORD where the fault is RECORD itself, or append zip entries `wheel pack` cannot write
+(links, duplicates, paths outside), each vouched for by RECORD."""
 
 from __future__ import annotations
 
+import csv
+import io
 import shutil
 import subprocess
 import sys
+import warnings
 import zipfile
 from pathlib import Path
 
 from scripts.release import gates as release_gates
+from scripts.release import wheel_files
 
 EXTENSION = release_gates.EXTENSION
 
@@ -50,6 +55,29 @@ def rezip(good: Path, tmp: Path, replace: dict[str, bytes], add: dict[str, bytes
             dst.writestr(info, replace.get(info.filename, src.read(info.filename)))
         for name, data in add.items():
             dst.writestr(name, data)
+    return bad
+
+
+def append_entries(good: Path, tmp: Path, entries: list[tuple[zipfile.ZipInfo, bytes]]) -> Path:
+    """A copy of the good wheel with raw zip entries appended and RECORD listing each with
+    its hash: the fault is in the zip alone, where RECORD cannot see it."""
+    bad = tmp / "appended" / good.name
+    bad.parent.mkdir()
+    with zipfile.ZipFile(good) as src:
+        (record,) = [n for n in src.namelist() if n.endswith(".dist-info/RECORD")]
+        rows = io.StringIO()
+        csv.writer(rows, lineterminator="\n").writerows(
+            (info.filename, wheel_files._record_hash(data), len(data)) for info, data in entries
+        )
+        with zipfile.ZipFile(bad, "w", zipfile.ZIP_DEFLATED) as dst, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # zipfile warns of the duplicate name planted
+            for info in src.infolist():
+                data = src.read(info)
+                dst.writestr(
+                    info, data + rows.getvalue().encode() if info.filename == record else data
+                )
+            for info, data in entries:
+                dst.writestr(info, data)
     return bad
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import io
-import json
 import posixpath
 import re
 import subprocess
 import sys
+import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from buildtools import config
@@ -23,8 +24,9 @@ from buildtools.build_ext import declared_record
 from buildtools.toolchain import torch_paths
 from scripts.cli_args import wheel_problem
 
-from . import wheel_files
+from . import wheel_files, wheel_metadata
 from .gate_failure import GateFailure
+from .wheel_files import BUILD_RECORD, read_build_record
 
 ROOT = config.ROOT
 
@@ -109,9 +111,6 @@ def gate_check_wheel_contents(wheel: Path) -> None:
 def gate_abi3_tag(wheel: Path, cfg: config.BuildConfig) -> None:
     tags = _wheel_tags(wheel)
     bad = [t for t in tags if not t.startswith(f"{cfg.abi_tag}-abi3-")]
-    # Grafted libraries have their own gate (wheel_files): here only extension modules.
-    shared = _shared_objects(wheel)
-    extensions = [n for n in shared if n not in wheel_files.grafted_libraries(shared)]
     if bad or not tags:
         raise GateFailure(
             "abi3-tag",
@@ -127,52 +126,6 @@ def gate_abi3_tag(wheel: Path, cfg: config.BuildConfig) -> None:
             f"wheel tags {tags} do not include {policy}",
             f"repair with python -m scripts.release repair (auditwheel repair to {platform_tag})",
         )
-    non_abi3 = [n for n in extensions if n.endswith(".so") and not n.endswith(".abi3.so")]
-    if non_abi3:
-        raise GateFailure(
-            "abi3-tag",
-            f"extension {non_abi3} is built for one CPython version, not abi3",
-            "build the extension with py_limited_api=True so it is named *.abi3.so",
-        )
-
-
-def gate_elf(wheel: Path, cfg: config.BuildConfig) -> None:
-    # Grafted libraries are refused before, by wheel_files.gate_nothing_grafted.
-    with binary_info.extension_in(wheel) as so:
-        needed = binary_info.needed_libraries(so)
-        arch = wheel_arch(wheel)
-        allowed = ALLOWED_NEEDED | {LOADERS[arch]}
-        unexpected = sorted(set(needed) - allowed)
-        if unexpected:
-            raise GateFailure(
-                "elf-audit",
-                f"{EXTENSION} needs {unexpected}, which are not on the allowlist {sorted(allowed)}",
-                "link only against libtorch_cpu.so (buildtools/build_ext.py): no CUDA runtime "
-                "(the launcher uses the driver API), never libstdc++",
-            )
-        newest = binary_info.newest_version(so, "GLIBC_")
-        if newest and binary_info.version_key(newest) > binary_info.version_key(cfg.glibc):
-            raise GateFailure(
-                "elf-audit",
-                f"{EXTENSION} needs {newest}, newer than GLIBC_{cfg.glibc} "
-                f"({cfg.manylinux_tag(arch)})",
-                f"link with zig's {arch}-linux-gnu.{cfg.glibc} target (buildtools/build_ext.py), "
-                "not with the system compiler",
-            )
-        cxx = binary_info.newest_version(so, "GLIBCXX_")
-        if cxx:
-            raise GateFailure(
-                "elf-audit",
-                f"{EXTENSION} needs libstdc++ ({cxx})",
-                "link the C++ runtime statically (zig's libc++)",
-            )
-        exported = binary_info.exported_symbols(so)
-        if exported != ["PyInit__C"]:
-            raise GateFailure(
-                "elf-audit",
-                f"{EXTENSION} exports {exported[:10]}, not only PyInit__C",
-                "keep csrc/exports.map as the linker version script",
-            )
 
 
 def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
@@ -258,31 +211,141 @@ def gate_release_build(wheel: Path) -> None:
         )
 
 
-def gate_torch_shims(wheel: Path, cfg: config.BuildConfig, torch_include: Path) -> None:
-    target = tuple(int(x) for x in cfg.torch_target.split("."))
+# ------------------------------------------------------------ every ELF file
+# Each audit returns (what is wrong, the fix) for one ELF file; the gates run them on
+# every ELF of the wheel (found by content) and refuse the first, and an unexpected ELF
+# is described by all of them at once.
+
+Finding = tuple[str, str]
+
+
+@contextmanager
+def elf_files(wheel: Path) -> Iterator[dict[str, Path]]:
+    """{name in the wheel: extracted path} of every ELF file of the wheel."""
+    with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory() as tmp:
+        yield {name: Path(zf.extract(name, tmp)) for name in wheel_files.elf_names(wheel)}
+
+
+def _refuse_first(gate: str, name: str, findings: list[Finding]) -> None:
+    if findings:
+        problem, fix = findings[0]
+        raise GateFailure(gate, f"{name} {problem}", fix)
+
+
+def link_findings(so: Path, cfg: config.BuildConfig, arch: str) -> list[Finding]:
+    """DT_NEEDED against the allowlist, glibc versions against the floor, no libstdc++."""
+    findings = []
+    allowed = ALLOWED_NEEDED | {LOADERS[arch]}
+    unexpected = sorted(set(binary_info.needed_libraries(so)) - allowed)
+    if unexpected:
+        findings.append(
+            (
+                f"needs {unexpected}, which are not on the allowlist {sorted(allowed)}",
+                "link only against libtorch_cpu.so (buildtools/build_ext.py): no CUDA runtime "
+                "(the launcher uses the driver API), never libstdc++",
+            )
+        )
+    newest = binary_info.newest_version(so, "GLIBC_")
+    if newest and binary_info.version_key(newest) > binary_info.version_key(cfg.glibc):
+        findings.append(
+            (
+                f"needs {newest}, newer than GLIBC_{cfg.glibc} ({cfg.manylinux_tag(arch)})",
+                f"link with zig's {arch}-linux-gnu.{cfg.glibc} target (buildtools/build_ext.py), "
+                "not with the system compiler",
+            )
+        )
+    cxx = binary_info.newest_version(so, "GLIBCXX_")
+    if cxx:
+        findings.append(
+            (f"needs libstdc++ ({cxx})", "link the C++ runtime statically (zig's libc++)")
+        )
+    return findings
+
+
+def python_api_findings(so: Path, cfg: config.BuildConfig) -> list[Finding]:
+    """CPython symbols outside the limited API of python-limited-api, looked up in abi3info
+    (the table abi3audit reads): for an ELF file abi3audit does not audit (it reads only
+    files named *.so, and the extension is its gate's)."""
+    from abi3info import DATAS, FUNCTIONS
+    from abi3info.models import PyVersion, Symbol
+
+    floor = PyVersion(*binary_info.version_key(cfg.python_limited_api)[:2])
+    wrong = []
+    for name in binary_info.undefined_symbols(so):
+        if name.startswith(("Py", "_Py")):
+            entry = FUNCTIONS.get(Symbol(name)) or DATAS.get(Symbol(name))
+            if entry is None or entry.added > floor:
+                wrong.append(f"{name} ({f'added in {entry.added}' if entry else 'not abi3'})")
+    if not wrong:
+        return []
+    return [
+        (
+            f"imports CPython symbols outside the {cfg.python_limited_api} limited API: "
+            + ", ".join(wrong[:10]),
+            f"use only the Python limited API of {cfg.python_limited_api} in csrc/ "
+            f"(Py_LIMITED_API={cfg.py_limited_api_hex})",
+        )
+    ]
+
+
+def export_findings(so: Path) -> list[Finding]:
+    exported = binary_info.exported_symbols(so)
+    if exported == ["PyInit__C"]:
+        return []
+    return [
+        (
+            f"exports {exported[:10]}, not only PyInit__C",
+            "keep csrc/exports.map as the linker version script",
+        )
+    ]
+
+
+def gate_elf(wheel: Path, cfg: config.BuildConfig) -> None:
+    arch = wheel_arch(wheel)
+    with elf_files(wheel) as found:
+        for name, so in found.items():
+            exports = export_findings(so) if name == EXTENSION else []
+            _refuse_first("elf-audit", name, link_findings(so, cfg, arch) + exports)
+
+
+def torch_shim_findings(so: Path, cfg: config.BuildConfig, torch_include: Path) -> list[Finding]:
+    target = binary_info.version_key(cfg.torch_target)
     known = shim_versions.shim_versions(torch_include)
-    with binary_info.extension_in(wheel) as so:
-        imported = shim_versions.torch_shims(binary_info.undefined_symbols(so))
+    imported = shim_versions.torch_shims(binary_info.undefined_symbols(so))
     too_new = {s: known[s] for s in imported if s in known and known[s] > target}
     unknown = [s for s in imported if s not in known]
-    if too_new or unknown:
-        detail = ", ".join(f"{s} (torch {'.'.join(map(str, v))})" for s, v in too_new.items())
-        raise GateFailure(
-            "torch-shims",
-            f"{EXTENSION} imports shims newer than torch {cfg.torch_target}: {detail or 'none'}; "
+    if not too_new and not unknown:
+        return []
+    detail = ", ".join(f"{s} (torch {'.'.join(map(str, v))})" for s, v in too_new.items())
+    return [
+        (
+            f"imports shims newer than torch {cfg.torch_target}: {detail or 'none'}; "
             f"not in torch's stable shim headers: {unknown or 'none'}",
             f"compile with -DTORCH_TARGET_VERSION for {cfg.torch_target} and use only stable "
             "shims; look up what a newer one needs at run time (as csrc/ops.cpp does for the "
             "CUDA stream)",
         )
+    ]
 
 
-# ------------------------------------------------ ELF structure, search paths, stack
+def gate_torch_shims(wheel: Path, cfg: config.BuildConfig, torch_include: Path) -> None:
+    with elf_files(wheel) as found:
+        for name, so in found.items():
+            _refuse_first("torch-shims", name, torch_shim_findings(so, cfg, torch_include))
 
 
 def gate_elf_readable(wheel: Path) -> None:
+    """Every ELF file, and every file named as a library, is a whole ELF shared object."""
     with zipfile.ZipFile(wheel) as zf:
-        for name in _shared_objects(wheel):
+        names = zf.namelist()
+        if EXTENSION not in names:
+            raise GateFailure(
+                "elf-readable",
+                f"the wheel has no {EXTENSION}",
+                "build with `make wheel` and repair it (make repair)",
+            )
+        named = [n for n in names if ".so" in Path(n).name]
+        for name in dict.fromkeys([EXTENSION, *wheel_files.elf_names(wheel), *named]):
             problem = binary_info.elf_problem(zf.read(name))
             if problem:
                 raise GateFailure(
@@ -317,22 +380,30 @@ def search_path_outside(entry: str, so_name: str, names: list[str]) -> bool:
     return not any(n.startswith(folder + "/") for n in names)
 
 
+def search_path_findings(so_name: str, data: bytes, names: list[str]) -> list[Finding]:
+    findings = []
+    for kind, value in _dynamic_tags(data, ("DT_RPATH", "DT_RUNPATH")):
+        outside = [e for e in value.split(":") if search_path_outside(e, so_name, names)]
+        if outside:
+            findings.append(
+                (
+                    f"has {kind[3:]} {value!r}: {outside} is not a folder inside the wheel "
+                    "($ORIGIN-relative), so every user's loader searches the build machine's "
+                    "path (or any folder of that name) first",
+                    "remove it (`patchelf --remove-rpath`; no -Wl,-rpath in "
+                    "buildtools/build_ext.py): torch's libraries are found because torch "
+                    "is imported first; grafted ones through $ORIGIN/../<package>.libs",
+                )
+            )
+    return findings
+
+
 def gate_search_paths(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
-        names = zf.namelist()
-        for so_name in _shared_objects(wheel):
-            for kind, value in _dynamic_tags(zf.read(so_name), ("DT_RPATH", "DT_RUNPATH")):
-                outside = [e for e in value.split(":") if search_path_outside(e, so_name, names)]
-                if outside:
-                    raise GateFailure(
-                        "search-path",
-                        f"{so_name} has {kind[3:]} {value!r}: {outside} is not a folder inside "
-                        "the wheel ($ORIGIN-relative), so every user's loader searches the "
-                        "build machine's path (or any folder of that name) first",
-                        "remove it (`patchelf --remove-rpath`; no -Wl,-rpath in "
-                        "buildtools/build_ext.py): torch's libraries are found because torch "
-                        "is imported first; grafted ones through $ORIGIN/../<package>.libs",
-                    )
+        for name in wheel_files.elf_names(wheel):
+            _refuse_first(
+                "search-path", name, search_path_findings(name, zf.read(name), zf.namelist())
+            )
 
 
 def stack_flags(data: bytes) -> str | None:
@@ -347,20 +418,26 @@ def stack_flags(data: bytes) -> str | None:
     return None
 
 
+def stack_findings(data: bytes) -> list[Finding]:
+    flags = stack_flags(data)
+    if flags is not None and "E" not in flags:
+        return []
+    return [
+        (
+            f"asks for an executable stack (PT_GNU_STACK {flags or 'missing'}): loading it "
+            "makes the whole process's stack executable, and hardened systems (SELinux) "
+            "refuse to load it",
+            "mark every assembly file non-executable (`.section .note.GNU-stack, "
+            '"", @progbits`, as buildtools/device_code.py writes device_code.S) or link '
+            "with -Wl,-z,noexecstack",
+        )
+    ]
+
+
 def gate_no_executable_stack(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
-        for name in _shared_objects(wheel):
-            flags = stack_flags(zf.read(name))
-            if flags is None or "E" in flags:
-                raise GateFailure(
-                    "exec-stack",
-                    f"{name} asks for an executable stack (PT_GNU_STACK "
-                    f"{flags or 'missing'}): loading it makes the whole process's stack "
-                    "executable, and hardened systems (SELinux) refuse to load it",
-                    "mark every assembly file non-executable (`.section .note.GNU-stack, "
-                    '"", @progbits`, as buildtools/device_code.py writes device_code.S) or link '
-                    "with -Wl,-z,noexecstack",
-                )
+        for name in wheel_files.elf_names(wheel):
+            _refuse_first("exec-stack", name, stack_findings(zf.read(name)))
 
 
 # ------------------------------------------------------------- torch-abi-audit
@@ -370,9 +447,12 @@ def gate_no_executable_stack(wheel: Path) -> None:
 TORCH_ABI_AUDIT_RUNS = sys.version_info >= (3, 11)
 
 
-def gate_torch_abi_audit(wheel: Path, cfg: config.BuildConfig) -> None:
+def torch_abi_audit_findings(
+    so: Path, cfg: config.BuildConfig, uses_torch: bool = True
+) -> list[Finding]:
     """Quansight's torch-abi-audit (PyPI) beside our own shim gate: a second, independent
-    reading of the binary's torch symbols."""
+    reading of the binary's torch symbols. `uses_torch`: the file must use torch (the
+    extension does; a reading without any torch symbol means nm could not read it)."""
     try:
         from torch_abi_audit.inspect import inspect_extension
     except ImportError:
@@ -381,14 +461,12 @@ def gate_torch_abi_audit(wheel: Path, cfg: config.BuildConfig) -> None:
             "torch-abi-audit is not installed in the release venv",
             "pip install torch-abi-audit==0.3.0 (requirements/dev.in; make venv)",
         ) from None
-    target = binary_info.version_key(cfg.torch_target)
-    with binary_info.extension_in(wheel) as so:
-        report = inspect_extension(so)
+    report = inspect_extension(so)
     verdict = report.torch
     problems = []
     if report.error:
         problems.append(f"it could not read the binary: {report.error}")
-    elif not verdict.uses_torch:
+    elif uses_torch and not verdict.uses_torch:
         # It reads symbols with the system's nm; one that cannot read this ELF makes an
         # empty list, which must not pass as a clean bill.
         problems.append(
@@ -400,24 +478,110 @@ def gate_torch_abi_audit(wheel: Path, cfg: config.BuildConfig) -> None:
     if verdict.unknown_shim_symbols:
         problems.append(f"shims it does not know: {', '.join(verdict.unknown_shim_symbols)}")
     minimum = verdict.min_torch_version
-    if minimum and binary_info.version_key(minimum)[:2] > target:
+    if minimum and binary_info.version_key(minimum)[:2] > binary_info.version_key(cfg.torch_target):
         problems.append(
             f"min torch {minimum} (from {', '.join(verdict.version_defining_symbols)}) is above "
             f"the declared target {cfg.torch_target}"
         )
-    if problems:
-        raise GateFailure(
-            "torch-abi-audit",
-            f"torch-abi-audit refuses {EXTENSION}: " + "; ".join(problems),
+    if not problems:
+        return []
+    return [
+        (
+            "is refused by torch-abi-audit: " + "; ".join(problems),
             f"use only the LibTorch stable ABI (torch/csrc/stable, no c10::/at::/torch:: C++ "
             f"symbols) and compile with -DTORCH_TARGET_VERSION for {cfg.torch_target} "
             "(buildtools/build_ext.py)",
         )
+    ]
+
+
+def gate_torch_abi_audit(wheel: Path, cfg: config.BuildConfig) -> None:
+    with elf_files(wheel) as found:
+        for name, so in found.items():
+            findings = torch_abi_audit_findings(so, cfg, uses_torch=name == EXTENSION)
+            _refuse_first("torch-abi-audit", name, findings)
+
+
+# ------------------------------------------- one extension, no other binary
+
+
+def elf_kind(so: Path) -> str:
+    """What an ELF file is, from its header, program headers and exports: the wording of
+    a refusal."""
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        with open(so, "rb") as f:
+            elf = ELFFile(f)
+            kind = elf.header["e_type"]
+            program = any(s["p_type"] == "PT_INTERP" for s in elf.iter_segments())
+        library = kind == "ET_DYN" and not program
+        exported = binary_info.exported_symbols(so) if library else []
+        inits = [s for s in exported if s.startswith("PyInit_")]
+    except Exception:  # cut short or malformed: elf_problem says how
+        return "an ELF file"
+    if library:
+        return f"a Python extension module ({', '.join(inits)})" if inits else "a shared library"
+    names = {"ET_EXEC": "a program", "ET_DYN": "a program", "ET_REL": "an object file"}
+    return names.get(kind, f"an ELF file of type {kind}")
+
+
+def describe_elf(
+    name: str, so: Path, cfg: config.BuildConfig, torch_include: Path, wheel: Path
+) -> str:
+    """An ELF file the build does not make, as every audit sees it."""
+    kind = elf_kind(so)
+    data = so.read_bytes()
+    problem = binary_info.elf_problem(data)
+    if problem:
+        return f"{kind}, not a whole shared object ({problem})"
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+    findings = link_findings(so, cfg, wheel_arch(wheel))
+    findings += torch_shim_findings(so, cfg, torch_include)
+    # Its C++ symbols, where torch-abi-audit runs: describing a stray file, a missing
+    # tool must not hide the fault (the torch-abi-audit gate names it).
+    if TORCH_ABI_AUDIT_RUNS and importlib.util.find_spec("torch_abi_audit"):
+        findings += torch_abi_audit_findings(so, cfg, uses_torch=False)
+    findings += python_api_findings(so, cfg)
+    findings += search_path_findings(name, data, names) + stack_findings(data)
+    said = "; ".join(f"it {problem}" for problem, _ in findings)
+    return f"{kind}; {said or 'nothing else is wrong with it, but no build step makes it'}"
+
+
+def _version_specific_extension(name: str) -> bool:
+    """The extension module under a CPython-specific name (_C.cpython-311-x86_64-linux-gnu.so)."""
+    return (
+        posixpath.dirname(name) == posixpath.dirname(EXTENSION)
+        and re.fullmatch(r"_C\.[^/]+\.so", posixpath.basename(name)) is not None
+    )
+
+
+def gate_one_extension(wheel: Path, cfg: config.BuildConfig, torch_include: Path) -> None:
+    """The build makes one binary, the extension: any other ELF file of the wheel is refused
+    as what it is, whatever its name, before any gate audits the extension."""
+    with elf_files(wheel) as found:
+        for name, so in found.items():
+            if name == EXTENSION:
+                continue
+            if _version_specific_extension(name):
+                raise GateFailure(
+                    "abi3-tag",
+                    f"extension {name} is built for one CPython version, not abi3",
+                    "build the extension with py_limited_api=True so it is named *.abi3.so",
+                )
+            raise GateFailure(
+                "unexpected-elf",
+                f"unexpected shared library {name} in the wheel: "
+                + describe_elf(name, so, cfg, torch_include, wheel),
+                f"ship only {EXTENSION}, which buildtools/build_ext.py builds: take {name} out "
+                "of the package (a stray build output in src/cuda_ext_example/ or package "
+                f"data; `make clean`, then `make repair`); code it carries belongs in csrc/, "
+                "linked into the one extension",
+            )
 
 
 # ------------------------------------------------------------ the build record
-
-BUILD_RECORD = "cuda_ext_example/_build_info.json"
 # The oldest driver of each CUDA major (NVIDIA's CUDA Compatibility guide): a cubin from
 # CUDA 12.x needs at least 12.0's.
 DRIVER_OF_CUDA_MAJOR = {12: "525.60.13", 13: "580.65.06"}
@@ -516,18 +680,6 @@ def _driver_floor_vs_binary(record: dict, so: Path) -> list[str]:
     return problems
 
 
-def read_build_record(wheel: Path) -> dict:
-    with zipfile.ZipFile(wheel) as zf:
-        try:
-            return json.loads(zf.read(BUILD_RECORD))
-        except (KeyError, ValueError) as exc:
-            raise GateFailure(
-                "build-record",
-                f"the wheel has no readable build record {BUILD_RECORD} ({exc})",
-                "build with `make wheel` (buildtools/build_ext.py writes the record)",
-            ) from None
-
-
 def gate_build_record(wheel: Path, cfg: config.BuildConfig, torch_include: Path) -> None:
     """doctor and the loader trust the record: it must say what the binary is and what
     pyproject.toml declares."""
@@ -563,29 +715,30 @@ def _arch_of(tags: list[str]) -> str:
 
 
 def _wheel_tags(wheel: Path) -> list[str]:
-    with zipfile.ZipFile(wheel) as zf:
-        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/WHEEL")]
-        text = zf.read(name).decode()
-    return [line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("Tag: ")]
-
-
-def _shared_objects(wheel: Path) -> list[str]:
-    with zipfile.ZipFile(wheel) as zf:
-        return [n for n in zf.namelist() if ".so" in Path(n).name]
+    return [tag.strip() for tag in wheel_metadata.wheel_fields(wheel).get_all("Tag") or []]
 
 
 def all_gates(cfg: config.BuildConfig, torch_include: Path) -> list[tuple[str, Callable]]:
-    """In order: the wheel's files first, then whether each binary is whole, then the
-    tools that parse it; so a wheel is refused for its first fault with that fault's fix."""
+    """In order: the wheel's zip entries and files first, then which binaries it carries
+    and whether each is whole, then what it says of itself, then the tools that parse the
+    binary; so a wheel is refused for its first fault with that fault's fix."""
     return [
+        ("zip entries: no links, duplicates or paths outside", wheel_files.gate_zip_entries),
         ("RECORD matches the files", wheel_files.gate_record_matches_files),
         ("nothing grafted", wheel_files.gate_nothing_grafted),
+        (f"one ELF file: {EXTENSION}", lambda w: gate_one_extension(w, cfg, torch_include)),
         ("ELF files whole and readable", gate_elf_readable),
         ("RPATH/RUNPATH only inside the wheel", gate_search_paths),
         ("no executable stack", gate_no_executable_stack),
         ("no bytecode", wheel_files.gate_no_bytecode),
+        ("every Python file compiles", wheel_files.gate_python_compiles),
         ("no build paths", wheel_files.gate_no_build_paths),
         ("license in the dist-info", wheel_files.gate_license_files),
+        ("WHEEL agrees with the filename and the binary", wheel_metadata.gate_wheel_file),
+        (
+            "METADATA agrees with the filename, build record and pyproject.toml",
+            lambda w: wheel_metadata.gate_metadata(w, cfg),
+        ),
         ("release build (not a dev build)", gate_release_build),
         ("abi3 tag", lambda w: gate_abi3_tag(w, cfg)),
         ("abi3audit --strict", gate_abi3audit),

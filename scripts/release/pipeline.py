@@ -200,7 +200,7 @@ def prove(simple_url: str, torch_spec: str | None, notebook: bool, out: Path) ->
     """Fresh venv, torch first (so the resolver never pulls a multi-GB CUDA
     torch), then cuda_ext_example from the index, then the smoke test.
     torch_spec None: the venv sees this Python's packages (torch, and the notebook
-    tools), for a machine with no network such as a lent GPU."""
+    tools), for a machine with no network, such as a GPU machine."""
     python = make_venv(out / "verify-venv", see_ours=torch_spec is None)
     pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     if torch_spec is not None:

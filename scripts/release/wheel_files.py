@@ -1,5 +1,6 @@
 """Gates that read the wheel as a zip of files, before any tool parses a binary in it:
-RECORD against the files, grafted libraries, bytecode, build-machine paths, licenses.
+its zip entries, RECORD against the files, grafted libraries, bytecode, Python sources
+that compile, build-machine paths, licenses.
 
 Each returns nothing for a good wheel and raises GateFailure naming the file and the
 fix. They come first in scripts/release/gates.py's order, so a wheel that is wrong at
@@ -12,10 +13,13 @@ import base64
 import csv
 import hashlib
 import io
+import json
 import re
+import stat
 import sys
 import tempfile
 import zipfile
+from collections import Counter
 from email.parser import Parser
 from pathlib import Path
 
@@ -23,20 +27,43 @@ from buildtools import config
 
 from .gate_failure import GateFailure
 
-# auditwheel copies the libraries it grafts into <package>.libs/ (hashed names).
+# auditwheel copies the libraries it grafts into <package>.libs/ (hashed names). A
+# library elsewhere is no graft: the gates refuse it as an unexpected ELF file.
 GRAFT_FOLDER = re.compile(r"^[^/]+\.libs/")
-SHARED_LIBRARY = re.compile(r"^lib[^/]*\.so(\.\d+)*$")
 # RECORD lists every file with its hash except itself and its signatures.
 UNHASHED = ("RECORD", "RECORD.jws", "RECORD.p7s")
 # Where builds happen on Linux and macOS machines, CI runners included; plus, at run
 # time, this checkout and this venv. A path of the build machine in a shipped file
 # points nowhere on a user's machine and makes the same commit give other bytes.
 BUILD_PATH_PREFIXES = ("/home/", "/tmp/", "/root/", "/Users/", "/var/tmp/", "/builds/")
+# A binary is known by its first bytes, whatever its name: a library named helper.bin
+# loads as well as one named helper.so.
+ELF_MAGIC = b"\x7fELF"
+BUILD_RECORD = "cuda_ext_example/_build_info.json"
 
 
 def _names(wheel: Path) -> list[str]:
     with zipfile.ZipFile(wheel) as zf:
         return [n for n in zf.namelist() if not n.endswith("/")]
+
+
+def elf_names(wheel: Path) -> list[str]:
+    """Every ELF file of the wheel, found by its magic bytes, not by its name."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = [n for n in zf.namelist() if not n.endswith("/")]
+        return [n for n in names if zf.open(n).read(len(ELF_MAGIC)) == ELF_MAGIC]
+
+
+def read_build_record(wheel: Path) -> dict:
+    with zipfile.ZipFile(wheel) as zf:
+        try:
+            return json.loads(zf.read(BUILD_RECORD))
+        except (KeyError, ValueError) as exc:
+            raise GateFailure(
+                "build-record",
+                f"the wheel has no readable build record {BUILD_RECORD} ({exc})",
+                "build with `make wheel` (buildtools/build_ext.py writes the record)",
+            ) from None
 
 
 def _dist_info(names: list[str]) -> str:
@@ -50,9 +77,90 @@ def _dist_info(names: list[str]) -> str:
     return folders.pop()
 
 
+def dist_info_text(wheel: Path, file: str) -> str:
+    """One file of the wheel's .dist-info (WHEEL, METADATA), as text."""
+    dist_info = _dist_info(_names(wheel))
+    with zipfile.ZipFile(wheel) as zf:
+        try:
+            return zf.read(f"{dist_info}/{file}").decode()
+        except KeyError:
+            raise GateFailure(
+                "wheel-files",
+                f"the wheel has no {dist_info}/{file}",
+                "build the wheel with `make wheel` (setuptools writes it)",
+            ) from None
+
+
 def grafted_libraries(names: list[str]) -> list[str]:
-    """Shared libraries that are not our extension modules: what auditwheel grafted."""
-    return [n for n in names if GRAFT_FOLDER.match(n) or SHARED_LIBRARY.match(Path(n).name)]
+    """The files auditwheel grafted (its <package>.libs/ folder)."""
+    return [n for n in names if GRAFT_FOLDER.match(n) and not n.endswith("/")]
+
+
+def _entry_kind(info: zipfile.ZipInfo) -> str | None:
+    """'a symlink' (or another special file) from the entry's Unix mode, None for a
+    regular file or folder: a wheel carries regular files only."""
+    mode = info.external_attr >> 16
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    if stat.S_IFMT(mode) in (0, stat.S_IFREG, stat.S_IFDIR):
+        return None
+    return f"a special file (mode {oct(stat.S_IFMT(mode))})"
+
+
+def _outside(name: str) -> bool:
+    """True for a path an installer would write outside site-packages: absolute, a drive,
+    or a `..` component (either separator)."""
+    parts = name.replace("\\", "/").split("/")
+    return name.startswith(("/", "\\")) or bool(re.match(r"^[A-Za-z]:", name)) or ".." in parts
+
+
+# Each zip-level fault: what it is, and the fix. Checked before RECORD is read (RECORD
+# holds names and hashes only, so it can vouch for any of these).
+ZIP_FAULTS = {
+    "duplicate": (
+        "duplicate zip entries (installers disagree on which copy they install)",
+        "rebuild the wheel (make repair); never add files to a built wheel with `zip`, "
+        "which appends a second copy of a name",
+    ),
+    "link": (
+        "zip entries that are not regular files (an installer writes a link out as a file "
+        "holding the target's path, or as a link that points anywhere)",
+        "put the file itself in the package, not a link to it: check src/cuda_ext_example/ "
+        "for links, then make repair",
+    ),
+    "outside": (
+        "zip entries outside the wheel (an installer would write them outside "
+        "site-packages, or refuse the wheel)",
+        "rebuild the wheel (make repair: setuptools writes package-relative names); never "
+        "add an entry with a leading /, a drive or a .. component",
+    ),
+}
+
+
+def zip_entry_faults(wheel: Path) -> dict[str, list[str]]:
+    """The wheel's zip entries that are duplicates, links (or other special files) or
+    paths outside the install folder, by fault."""
+    with zipfile.ZipFile(wheel) as zf:
+        infos = zf.infolist()
+        links = [
+            f"{i.filename} is {kind}"
+            + (f" to {zf.read(i)[:200].decode(errors='replace')!r}" if kind == "a symlink" else "")
+            for i in infos
+            if (kind := _entry_kind(i))
+        ]
+    counts = Counter(i.filename for i in infos)
+    return {
+        "duplicate": [f"{n} is in the zip {c} times" for n, c in counts.items() if c > 1],
+        "link": links,
+        "outside": [repr(n) for n in counts if _outside(n)],
+    }
+
+
+def gate_zip_entries(wheel: Path) -> None:
+    found = zip_entry_faults(wheel)
+    for fault, (what, fix) in ZIP_FAULTS.items():
+        if found[fault]:
+            raise GateFailure("zip-entries", f"{what}: {'; '.join(found[fault])}", fix)
 
 
 def _record_hash(data: bytes) -> str:
@@ -130,6 +238,32 @@ def gate_no_bytecode(wheel: Path) -> None:
         )
 
 
+def python_syntax_errors(wheel: Path) -> list[str]:
+    """Each Python file of the wheel that does not compile, with the line: pip only warns
+    when its byte-compiling fails, and the import fails later on the user's machine."""
+    errors = []
+    with zipfile.ZipFile(wheel) as zf:
+        for name in [n for n in _names(wheel) if n.endswith(".py")]:
+            try:
+                compile(zf.read(name), name, "exec", dont_inherit=True)
+            except SyntaxError as exc:
+                errors.append(f"{name}, line {exc.lineno}: {exc.msg}")
+            except ValueError as exc:  # a NUL byte in the source
+                errors.append(f"{name}: {exc}")
+    return errors
+
+
+def gate_python_compiles(wheel: Path) -> None:
+    errors = python_syntax_errors(wheel)
+    if errors:
+        raise GateFailure(
+            "python-syntax",
+            "a Python file of the wheel does not compile: " + "; ".join(errors),
+            "fix the source in src/ (`python -m py_compile FILE` shows the error) and rebuild "
+            "(make repair); never edit a file of a built wheel",
+        )
+
+
 def build_path_markers() -> list[str]:
     """The strings that betray a build machine: the usual build folders, this checkout,
     this venv and this machine's temp folder."""
@@ -173,8 +307,7 @@ def gate_no_build_paths(wheel: Path) -> None:
 def gate_license_files(wheel: Path) -> None:
     names = _names(wheel)
     dist_info = _dist_info(names)
-    with zipfile.ZipFile(wheel) as zf:
-        metadata = Parser().parsestr(zf.read(f"{dist_info}/METADATA").decode())
+    metadata = Parser().parsestr(dist_info_text(wheel, "METADATA"))
     declared = metadata.get_all("License-File") or []
     missing = [f for f in declared if f"{dist_info}/licenses/{f}" not in names]
     if not declared or missing:
