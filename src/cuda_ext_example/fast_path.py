@@ -79,6 +79,7 @@ def plain_call_to_twin(
         private.tracing,
     )
     grad_enabled = torch.is_grad_enabled
+    twin = getattr(twin, "_op", twin)  # the overload's C++ callable: one Python call less
     # A Parameter is a plain tensor to the dispatcher (its torch_function is off).
     plain = (torch.Tensor, torch.nn.Parameter)
 
