@@ -91,25 +91,25 @@ def link_extension(cfg: config.BuildConfig, generated: Path, out: Path, arch: st
     )
 
 
-def git_state() -> tuple[str, bool]:
+# What a wheel is built from: a change here, committed or not, tracked or new, is a change
+# of the wheel (a new op folder not yet added to git included).
+BUILD_INPUTS = ("csrc", "ops", "src", "buildtools", "tuning", "pyproject.toml", "setup.py")
+
+
+def git_state(root: Path = config.ROOT) -> tuple[str, bool]:
+    """(commit, dirty): dirty when any build input differs from the commit or is untracked."""
     try:
         commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=config.ROOT,
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        changes = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all", "--", *BUILD_INPUTS],
+            cwd=root,
             capture_output=True,
             text=True,
             check=True,
-        ).stdout.strip()
-        dirty = bool(
-            subprocess.run(
-                ["git", "status", "--porcelain", "--untracked-files=no"],
-                cwd=config.ROOT,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout.strip()
-        )
-        return commit, dirty
+        ).stdout
+        return commit, bool(changes.strip())
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not built from a git checkout)", False
 
