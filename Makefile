@@ -69,7 +69,7 @@ $(INSTALLED): $(call wheelhouse_of,$(HOST_ARCH))/.repaired
 
 inspect: install ## the installed wheel judged (doctor) and read (ARGS="--ptx --sass --symbols")
 	$(PYTHON) -m cuda_ext_example doctor
-	$(PYTHON) -m cuda_ext_example inspect wheelhouse/*.whl $(ARGS)
+	$(PYTHON) -m scripts.inspect wheelhouse/*.whl $(ARGS)
 
 # The GPU targets run the installed package; each first checks that PYTHON can import what
 # it needs and says the fix in one line.

@@ -298,3 +298,15 @@ def test_command_line_help_and_bad_arguments(monkeypatch, capsys):
     assert capsys.readouterr().out.startswith("python -m cuda_ext_example COMMAND")
     assert cli.main(["bogus"]) == 2
     assert capsys.readouterr().err.startswith("python -m cuda_ext_example: unknown command 'bogus'")
+
+
+def test_inspect_points_to_the_repository_tool_in_one_line(capsys):
+    # inspect reads binaries with the repository's tools (scripts/inspect/), which the
+    # wheel does not ship: the old command names the new one.
+    from cuda_ext_example import __main__ as cli
+
+    assert cli.main(["inspect", "/some/wheel.whl"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("python -m cuda_ext_example: inspect is a repository tool now: ")
+    assert "python -m scripts.inspect WHEEL_OR_SO" in err

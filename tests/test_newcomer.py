@@ -128,7 +128,7 @@ def test_both_cpus_wheels_embed_the_same_device_code(released_clone):
     """The aarch64 wheel differs from the x86_64 one only in its host code."""
     clone, _, returncode, log = released_clone
     assert returncode == 0, log[-3000:]
-    from cuda_ext_example import binary_info
+    from scripts.inspect import binary_info
 
     fatbins = {}
     for wheel in (clone / "build" / "release" / "wheelhouse").glob("*.whl"):

@@ -116,9 +116,12 @@ def test_cibuildwheel_builds_one_abi3_wheel():
     assert out.stdout.split() == [f"{config.load().abi_tag}-manylinux_x86_64"]
 
 
-def test_no_module_has_a_standard_library_name():
+def test_no_module_shadows_a_standard_library_one():
     # A module named like a stdlib one (inspect.py, profile.py) shadows it wherever its
-    # folder lands on sys.path; the package and the tools must not have one.
+    # folder lands on sys.path (`python path/to/module.py` puts it there): no module may
+    # have such a name. A folder shadows one only where its parent is on sys.path: the root
+    # and src/. scripts/ is a package, run as python -m scripts.X from the root, so
+    # scripts/inspect/ shadows nothing.
     modules = [
         p
         for folder in ("src/cuda_ext_example", "scripts", "buildtools")
@@ -127,8 +130,9 @@ def test_no_module_has_a_standard_library_name():
     assert len(modules) > 20
     clashes = [str(p) for p in modules if p.stem in sys.stdlib_module_names]
     assert not clashes, clashes
-    packages = [p.name for p in (ROOT / "scripts").iterdir() if p.is_dir()]
-    assert not [p for p in packages if p in sys.stdlib_module_names], packages
+    assert (ROOT / "scripts" / "__init__.py").exists()
+    on_path = [p.name for folder in (ROOT, ROOT / "src") for p in folder.iterdir() if p.is_dir()]
+    assert not [p for p in on_path if p in sys.stdlib_module_names], on_path
 
 
 def test_tracked_results_stay_small():

@@ -14,6 +14,7 @@ import pytest
 from wheel_surgery import repack, run_gates_until_refused
 
 from buildtools import config
+from scripts.inspect import binary_info
 from scripts.release import gates as release_gates
 from scripts.release import pipeline as release
 from scripts.release.local_index import local_index
@@ -108,7 +109,7 @@ def device_code_so(tmp: Path, targets: dict[str, str], compress: bool = False) -
 
 
 def extension_bytes(wheel: Path) -> bytes:
-    with release_gates.binary_info.extension_in(wheel) as so:
+    with binary_info.extension_in(wheel) as so:
         return so.read_bytes()
 
 
