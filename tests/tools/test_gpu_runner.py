@@ -15,7 +15,7 @@ from scripts.gpu.facts import measured_gpu, package_line
 from scripts.gpu.preflight import missing_modules
 from tests.clones import typed_make_env
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_suite_runs_every_test_unless_tests_are_named():
@@ -24,8 +24,8 @@ def test_suite_runs_every_test_unless_tests_are_named():
 
 
 def test_named_tests_run_alone():
-    assert pytest_targets(["tests/test_wheel.py", "tests/test_inspect.py"]) == []
-    assert pytest_targets(["tests/test_wheel.py::test_wheel_size", "-x"]) == []
+    assert pytest_targets(["tests/building/test_wheel.py", "tests/tools/test_inspect.py"]) == []
+    assert pytest_targets(["tests/building/test_wheel.py::test_wheel_size", "-x"]) == []
     assert pytest_targets(["nowhere/test_wheel.py"]) == ["tests"]  # not a file here
 
 

@@ -13,7 +13,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from wheel_surgery import (
+
+from buildtools.toolchain import torch_paths
+from scripts.inspect import binary_info
+from scripts.release import gates as release_gates
+from scripts.release import wheel_files, wheel_metadata
+from tests.wheel_surgery import (
     EXTENSION,
     append_entries,
     extension_copy,
@@ -23,12 +28,7 @@ from wheel_surgery import (
     run_gates_until_refused,
 )
 
-from buildtools.toolchain import torch_paths
-from scripts.inspect import binary_info
-from scripts.release import gates as release_gates
-from scripts.release import wheel_files, wheel_metadata
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CC = shutil.which("cc") or shutil.which("gcc")
 
 pytestmark = pytest.mark.release

@@ -246,7 +246,7 @@ def test_plain_import_still_raises_under_old_torch(tmp_path):
 def test_doctor_on_an_unbuilt_source_tree(tmp_path):
     # The checkout's src/ first on the path: no build record, no compiled ops. doctor
     # must say so, not end in a traceback.
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     run = _doctor(tmp_path, {"PYTHONPATH": str(root / "src")})
     assert "Traceback" not in run.stderr, run.stderr
     assert run.returncode == 1, run.stdout + run.stderr

@@ -1,5 +1,5 @@
 """The built, repaired wheel itself: every release gate on it (the gates say what a
-wheel must be; tests/test_gates.py shows each refuses its fault), then what no gate says:
+wheel must be; tests/release/test_gates.py shows each refuses its fault), then what no gate says:
 tags, metadata, symbols, size, the launcher's driver entry points."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from cuda_ext_example import BUILD_INFO
 from scripts.inspect import binary_info
 from scripts.release import gates
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WHEELHOUSE = ROOT / "wheelhouse"
 
 pytestmark = pytest.mark.wheel
@@ -44,7 +44,7 @@ def _dist_info(wheel: Path, name: str) -> str:
 
 # The gates that need only the wheel, torch and this repository (the others run tools of
 # requirements/dev.lock: abi3audit, twine, check-wheel-contents, torch-abi-audit; the
-# release runs them, and tests/test_gates.py).
+# release runs them, and tests/release/test_gates.py).
 TOOL_GATES = ("abi3audit", "twine", "check-wheel-contents", "torch-abi-audit")
 GATES = dict(gates.all_gates(config.load(dev_spec=""), torch_paths()[0]))
 

@@ -14,7 +14,7 @@ from buildtools import launch_shapes
 from cuda_ext_example import BUILD_INFO
 from scripts.inspect import binary_info, report, shim_versions
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.wheel
 
 
