@@ -33,9 +33,10 @@ release: $(STAMP) ## the main job: build, auditwheel show + repair, gates, twine
 	$(PYTHON) -m scripts.release release $(foreach cpu,$(CPUS),--wheel $(call dist_of,$(cpu))/*.whl) \
 		$(RELEASE_ARGS)
 
+# Every test: -m "" lifts pyproject's default (a bare pytest runs the fast ones only).
 # PYTEST_ARGS narrows the run (files, -m, -k); the tests import the installed wheel.
-test: install ## the tests: build, repair, install the wheel into .venv, pytest (PYTEST_ARGS=...)
-	$(PYTHON) -m pytest $(PYTEST_ARGS)
+test: install ## every test: build, repair, install the wheel into .venv, pytest (PYTEST_ARGS=...)
+	$(PYTHON) -m pytest -m "" $(PYTEST_ARGS)
 
 # ARCHS="90" (or "90 120", "90@12.9" for another CUDA's NVRTC): a dev build, SASS for those
 # archs only and no PTX; its build record says so and the release gates refuse it.
@@ -69,7 +70,7 @@ $(INSTALLED): $(call wheelhouse_of,$(HOST_ARCH))/.repaired
 
 inspect: install ## the installed wheel judged (doctor) and read (ARGS="--ptx --sass --symbols")
 	$(PYTHON) -m cuda_ext_example doctor
-	$(PYTHON) -m cuda_ext_example inspect wheelhouse/*.whl $(ARGS)
+	$(PYTHON) -m scripts.inspect wheelhouse/*.whl $(ARGS)
 
 # The GPU targets run the installed package; each first checks that PYTHON can import what
 # it needs and says the fix in one line.

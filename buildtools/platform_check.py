@@ -11,7 +11,7 @@ from __future__ import annotations
 import platform
 
 SUPPORTED = {("Linux", "x86_64"), ("Linux", "aarch64")}
-# Spelt out: this runs before anything reads pyproject.toml. tests/test_install_paths.py
+# Spelt out: this runs before anything reads pyproject.toml. tests/release/test_install_paths.py
 # checks it against the declared floors (buildtools/config.py).
 WHEELS = (
     "Linux x86_64 and aarch64 (cp310-abi3-manylinux2014_x86_64 / _aarch64: CPython >= 3.10, "

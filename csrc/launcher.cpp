@@ -54,7 +54,7 @@ constexpr int kDriverApiVersion = CEE_MIN_DRIVER_API;
 constexpr int kMaxDevices = CEE_MAX_DEVICES;
 
 // Every driver entry point the launcher uses, with the version of its ABI
-// (the N of PFN_name_vN). tests/test_launcher.py reads this list.
+// (the N of PFN_name_vN). tests/building/test_launcher.py reads this list.
 #define CEE_DRIVER_ENTRY_POINTS(X)            \
   X(cuInit, 2000)                             \
   X(cuGetErrorName, 6000)                     \

@@ -1,5 +1,5 @@
 // The op namespace, torch.ops.<namespace>: cuda_ext_example, or another that
-// the JIT build (cuda_ext_example/jit.py) passes, so that its ops load next to
+// the JIT build (scripts/jit/loader.py) passes, so that its ops load next to
 // the installed wheel's. Included before the op table, which names ops by it.
 #pragma once
 #ifndef CEE_NAMESPACE

@@ -14,6 +14,7 @@ import warnings
 import zipfile
 from pathlib import Path
 
+from scripts.inspect import binary_info
 from scripts.release import gates as release_gates
 from scripts.release import wheel_files
 
@@ -84,7 +85,7 @@ def append_entries(good: Path, tmp: Path, entries: list[tuple[zipfile.ZipInfo, b
 def extension_copy(good: Path, tmp: Path) -> Path:
     """The good wheel's extension, extracted to a file of its own (to patch)."""
     so = tmp / "_C.abi3.so"
-    with release_gates.binary_info.extension_in(good) as inside:
+    with binary_info.extension_in(good) as inside:
         shutil.copy(inside, so)
     so.chmod(0o644)
     return so

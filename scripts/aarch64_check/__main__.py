@@ -9,7 +9,7 @@ torch's aarch64 wheel with what it needs (PyPI's is a CUDA build: about 3 GB), i
 into a target folder. Then, each in a fresh emulated process: the CPU ops against
 torch.add for every dtype, the ImportError a too-old torch gets, and `doctor`. The GPU
 path needs an aarch64 GPU machine: the device code is the same bytes as the x86_64 wheel's,
-which tests/test_newcomer.py checks.
+which tests/release/test_newcomer.py checks.
 """
 
 from __future__ import annotations

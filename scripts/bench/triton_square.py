@@ -9,7 +9,7 @@ autotuning, no persistent loop over rows.
     >>> from scripts.bench.triton_square import triton_square
     >>> triton_square(x)  # == torch.square(x) bitwise, for a 2-D float CUDA tensor
 
-launch_params() is the launch choice as a pure function (tests/test_benchmark.py).
+launch_params() is the launch choice as a pure function (tests/tools/test_benchmark.py).
 """
 
 from __future__ import annotations

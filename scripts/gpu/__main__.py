@@ -147,12 +147,11 @@ def run_tools(wheel: Path, out: Path, env: dict, here: str) -> int:
     log.write(f"wheel: {wheel.name}\n{facts_in(env)}")
     py = [sys.executable, "-P"]
     log.run("doctor", [*py, "-m", "cuda_ext_example", "doctor"], env=env, cwd=here)
+    tool = [sys.executable, "-m"]  # from the root, for scripts.*; the wheel comes first
     log.run(
         "inspect (device code, ELF, shims)",
-        [*py, "-m", "cuda_ext_example", "inspect", wheel.resolve()],
-        env=env, cwd=here,
+        [*tool, "scripts.inspect", wheel.resolve()], env=env, cwd=ROOT,
     )  # fmt: skip
-    tool = [sys.executable, "-m"]  # from the root, for scripts.gpu.*; the wheel comes first
     log.run("coldstart", [*tool, "scripts.gpu.coldstart", "--repeats", "3"], env=env, cwd=ROOT)
     log.run("JIT build (make jit)", [*tool, "scripts.gpu.jit_check", "csrc"], env=env, cwd=ROOT)
     log.run(

@@ -1,4 +1,4 @@
-"""`make jit`: builds csrc/ and ops/ with cuda_ext_example.jit and checks every JIT-built
+"""`make jit`: builds csrc/ and ops/ with scripts.jit and checks every JIT-built
 op against its torch reference on every device there is.
     python -m scripts.gpu.jit_check [CSRC]
 
@@ -16,8 +16,8 @@ PROG = "scripts.gpu.jit_check"
 def main(argv: list[str]) -> int:
     import torch
 
-    from cuda_ext_example import jit
     from cuda_ext_example.op_checks import mismatches
+    from scripts import jit
 
     source = argv[0] if argv else None
     start = time.perf_counter()

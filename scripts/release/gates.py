@@ -23,27 +23,11 @@ from buildtools import config
 from buildtools.build_ext import declared_record
 from buildtools.toolchain import torch_paths
 from scripts.cli_args import wheel_problem
+from scripts.inspect import binary_info, shim_versions
 
 from . import wheel_files, wheel_metadata
 from .gate_failure import GateFailure
 from .wheel_files import BUILD_RECORD, read_build_record
-
-ROOT = config.ROOT
-
-
-def _package_module(name: str):
-    """A module of cuda_ext_example loaded by path: importing the package itself
-    would load the compiled extension, which the release venv need not have."""
-    path = ROOT / "src" / "cuda_ext_example" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_cee_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-binary_info = _package_module("binary_info")
-shim_versions = _package_module("shim_versions")
 
 # Everything the extension may link against: torch's CPU library (from the
 # user's torch) and the glibc parts manylinux2014 guarantees. Neither the CUDA

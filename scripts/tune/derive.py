@@ -1,5 +1,5 @@
 """Measurements (scripts.tune measure's CSVs) -> the launch-shape tables -> the text of
-tuning/launch_shapes.toml. Pure: no GPU, no torch; tests/test_tuning.py runs it on made-up
+tuning/launch_shapes.toml. Pure: no GPU, no torch; tests/tools/test_tuning.py runs it on made-up
 numbers.
 
 A shape's slowdown in a cell (GPU, inputs, dtype, size) is its time over the fastest shape's

@@ -19,7 +19,7 @@ try:
 except ImportError as exc:
     if not started_as_tool():
         raise
-    # Only for `python -m cuda_ext_example doctor` / `inspect`: they report this.
+    # Only for `python -m cuda_ext_example doctor`: it reports this.
     BUILD_INFO, LOAD_ERROR = load_build_info() or {}, exc
 else:
     from .ops import OP_NAMES, SUPPORTED_DTYPES, register_python_parts

@@ -1,8 +1,7 @@
 """python -m cuda_ext_example COMMAND
 
-doctor                     will this wheel run here, and if not, why
-inspect WHEEL_OR_SO [...]  what a built binary contains (pip install 'cuda_ext_example[tools]')
-smoke-test                 the classic int64 arange, then every op against its torch reference
+doctor      will this wheel run here, and if not, why
+smoke-test  the classic int64 arange, then every op against its torch reference
 """
 
 from __future__ import annotations
@@ -21,6 +20,12 @@ NO_ARGUMENTS = {
     "the CPU and, where there is one, the GPU. Exit 1 on a mismatch.",
 }
 
+# What a built binary contains is read by a tool of the repository, not by the package.
+MOVED_INSPECT = (
+    "inspect is a repository tool now: run `python -m scripts.inspect WHEEL_OR_SO` from a "
+    "checkout of https://github.com/cuda-ext-example/cuda_ext_example"
+)
+
 
 def main(argv: list[str]) -> int:
     command, rest = (argv[0], argv[1:]) if argv else ("", [])
@@ -35,9 +40,8 @@ def main(argv: list[str]) -> int:
 
         return doctor()
     if command == "inspect":
-        from .inspect_binary import main as inspect_binary
-
-        return inspect_binary(rest)
+        print(f"{PROG}: {MOVED_INSPECT}", file=sys.stderr)
+        return 2
     if command == "smoke-test":
         from .smoke_test import main as smoke_test
 

@@ -11,8 +11,8 @@ import sys
 
 from ._build_info import load_build_info
 
-# `python -m cuda_ext_example doctor` (and `inspect`) must run even where the ops
-# cannot load: that is when they are needed.
+# `python -m cuda_ext_example doctor` must run even where the ops cannot load: that is
+# when it is needed.
 TOOL_MODULES = ("cuda_ext_example", "cuda_ext_example.__main__")
 
 

@@ -10,7 +10,7 @@ such a call apart, so they live here.
 Every name is looked up once, at import. Where this torch lacks one, PRIVATE is None and
 every call takes the public route: the public op, the twin to dispatch below autograd, and
 no torch.func check (the Python function then takes the autograd.Function, which torch.func
-handles itself). tests/test_torch_integration.py runs both routes on the installed torch.
+handles itself). tests/ops/test_torch_integration.py runs both routes on the installed torch.
 """
 
 from __future__ import annotations

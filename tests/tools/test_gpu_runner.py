@@ -15,7 +15,7 @@ from scripts.gpu.facts import measured_gpu, package_line
 from scripts.gpu.preflight import missing_modules
 from tests.clones import typed_make_env
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_suite_runs_every_test_unless_tests_are_named():
@@ -24,8 +24,8 @@ def test_suite_runs_every_test_unless_tests_are_named():
 
 
 def test_named_tests_run_alone():
-    assert pytest_targets(["tests/test_wheel.py", "tests/test_inspect.py"]) == []
-    assert pytest_targets(["tests/test_wheel.py::test_wheel_size", "-x"]) == []
+    assert pytest_targets(["tests/building/test_wheel.py", "tests/tools/test_inspect.py"]) == []
+    assert pytest_targets(["tests/building/test_wheel.py::test_wheel_size", "-x"]) == []
     assert pytest_targets(["nowhere/test_wheel.py"]) == ["tests"]  # not a file here
 
 
@@ -156,3 +156,25 @@ def test_release_check_without_tool_wheels_names_what_is_missing(tmp_path, monke
     assert "\n" not in err and "no-such-dist" in err  # (and any real tool this machine lacks)
     assert f"pip download -d {tmp_path / 'tools'} " in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.wheel
+def test_tools_reads_the_wheel_with_the_checkouts_inspect(good_wheel, tmp_path, monkeypatch):
+    # inspect is a repository tool: the tools run calls it from the checkout's root, where
+    # it runs with the wheel's environment.
+    steps = {}
+
+    def record(log, title, cmd, **kwargs):
+        steps[title] = (cmd, kwargs)
+        return 0
+
+    monkeypatch.setattr(gpu_main.Log, "run", record)
+    monkeypatch.setattr(gpu_main, "nsight_compute", lambda *args: None)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    assert gpu_main.run_tools(good_wheel, tmp_path, env, str(tmp_path)) == 0
+    cmd, kwargs = steps["inspect (device code, ELF, shims)"]
+    assert cmd == [sys.executable, "-m", "scripts.inspect", good_wheel.resolve()]
+    assert kwargs["cwd"] == ROOT
+    run = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, **kwargs)
+    assert run.returncode == 0, run.stderr
+    assert "=> needs torch >= 2.10" in run.stdout

@@ -1,6 +1,6 @@
 """The newcomer's set-up: the lock serves every supported Python from PyPI alone, nothing
 tracked names this machine's package mirrors, and a set-up failure ends in one line that
-says what is wrong. (tests/test_newcomer.py runs the README's commands themselves.)"""
+says what is wrong. (tests/release/test_newcomer.py runs the README's commands themselves.)"""
 
 from __future__ import annotations
 

@@ -13,7 +13,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from wheel_surgery import (
+
+from buildtools.toolchain import torch_paths
+from scripts.inspect import binary_info
+from scripts.release import gates as release_gates
+from scripts.release import wheel_files, wheel_metadata
+from tests.wheel_surgery import (
     EXTENSION,
     append_entries,
     extension_copy,
@@ -23,11 +28,7 @@ from wheel_surgery import (
     run_gates_until_refused,
 )
 
-from buildtools.toolchain import torch_paths
-from scripts.release import gates as release_gates
-from scripts.release import wheel_files, wheel_metadata
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CC = shutil.which("cc") or shutil.which("gcc")
 
 pytestmark = pytest.mark.release
@@ -382,9 +383,9 @@ def test_every_elf_is_audited(good_wheel, tmp_path, cfg):
 
 
 def _glibc_just_below(good_wheel: Path) -> str:
-    with release_gates.binary_info.extension_in(good_wheel) as so:
-        newest = release_gates.binary_info.newest_version(so, "GLIBC_")
-    major, minor = release_gates.binary_info.version_key(newest)[:2]
+    with binary_info.extension_in(good_wheel) as so:
+        newest = binary_info.newest_version(so, "GLIBC_")
+    major, minor = binary_info.version_key(newest)[:2]
     return f"{major}.{minor - 1}"
 
 
@@ -536,7 +537,7 @@ def test_good_wheel_has_none_of_these_faults(good_wheel, cfg):
     with zipfile.ZipFile(good_wheel) as zf:
         assert wheel_files.grafted_libraries(zf.namelist()) == []
         data = zf.read(EXTENSION)
-    assert release_gates.binary_info.elf_problem(data) is None
+    assert binary_info.elf_problem(data) is None
     assert release_gates.stack_flags(data) == "RW"
     assert release_gates._dynamic_tags(data, ("DT_RPATH", "DT_RUNPATH")) == []
 

@@ -1,7 +1,7 @@
 """Facts about a built extension binary (.so, or the one inside a wheel).
 
-Shared by the wheel tests, the release gates and `python -m cuda_ext_example inspect`.
-ELF facts come from pyelftools (installed with auditwheel; `pip install pyelftools`).
+Shared by the wheel tests, the release gates and `python -m scripts.inspect`.
+ELF facts come from pyelftools (requirements/test.in; installed with auditwheel).
 The device code is read from the embedded fatbin itself (fatbin_entries): cuobjdump 13.x
 stops with "Invalid ELF" at the sm_90 cubin of NVRTC 12.0 (nvdisasm reads it), so the
 listing, the CUDA of each cubin and the compression flags do not depend on it. SASS is
@@ -30,13 +30,13 @@ class ToolMissing(RuntimeError):
 
 
 def _elf_file_class():
-    """pyelftools' ELFFile, or a RuntimeError that names the fix: the ops need only torch,
-    so inspect's tools are an extra a user may not have installed."""
+    """pyelftools' ELFFile, or a RuntimeError that names the fix: a GPU machine's Python
+    may lack it."""
     try:
         from elftools.elf.elffile import ELFFile
     except ImportError as exc:
         raise RuntimeError(
-            "reading ELF files needs pyelftools: pip install 'cuda_ext_example[tools]'"
+            "reading ELF files needs pyelftools: pip install pyelftools (make venv has it)"
         ) from exc
     return ELFFile
 

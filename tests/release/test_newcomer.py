@@ -128,7 +128,7 @@ def test_both_cpus_wheels_embed_the_same_device_code(released_clone):
     """The aarch64 wheel differs from the x86_64 one only in its host code."""
     clone, _, returncode, log = released_clone
     assert returncode == 0, log[-3000:]
-    from cuda_ext_example import binary_info
+    from scripts.inspect import binary_info
 
     fatbins = {}
     for wheel in (clone / "build" / "release" / "wheelhouse").glob("*.whl"):
@@ -162,7 +162,7 @@ def test_know_your_binary_targets_reuse_the_installed_wheel(released_clone):
 # tests: the set-up, build, repair and install are all there, and the rest of the suite
 # runs outside, with the same lock (inside, this file would run itself again, and CI has a
 # time budget).
-NESTED_PYTEST_ARGS = "tests/test_ops.py tests/test_doctor.py -p no:cacheprovider"
+NESTED_PYTEST_ARGS = "tests/ops/test_ops.py tests/tools/test_doctor.py -p no:cacheprovider"
 
 
 @pytest.fixture(scope="module")

@@ -246,7 +246,7 @@ def test_plain_import_still_raises_under_old_torch(tmp_path):
 def test_doctor_on_an_unbuilt_source_tree(tmp_path):
     # The checkout's src/ first on the path: no build record, no compiled ops. doctor
     # must say so, not end in a traceback.
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     run = _doctor(tmp_path, {"PYTHONPATH": str(root / "src")})
     assert "Traceback" not in run.stderr, run.stderr
     assert run.returncode == 1, run.stdout + run.stderr
@@ -298,3 +298,15 @@ def test_command_line_help_and_bad_arguments(monkeypatch, capsys):
     assert capsys.readouterr().out.startswith("python -m cuda_ext_example COMMAND")
     assert cli.main(["bogus"]) == 2
     assert capsys.readouterr().err.startswith("python -m cuda_ext_example: unknown command 'bogus'")
+
+
+def test_inspect_points_to_the_repository_tool_in_one_line(capsys):
+    # inspect reads binaries with the repository's tools (scripts/inspect/), which the
+    # wheel does not ship: the old command names the new one.
+    from cuda_ext_example import __main__ as cli
+
+    assert cli.main(["inspect", "/some/wheel.whl"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("python -m cuda_ext_example: inspect is a repository tool now: ")
+    assert "python -m scripts.inspect WHEEL_OR_SO" in err

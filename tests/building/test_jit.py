@@ -1,4 +1,4 @@
-"""The JIT build (`cuda_ext_example.jit`, `make jit`) compiles this checkout's csrc/ and ops/
+"""The JIT build (`scripts.jit`, `make jit`) compiles this checkout's csrc/ and ops/
 with torch's own toolchain. Here, without a GPU, it is told the GPU is an sm_90: NVRTC
 compiles the device image for it and the host code is built and loaded, so a change to the
 layout that breaks the JIT fails here; the CPU kernels of every op are then checked (the
@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.release
 
 CODE = """
 import torch
 torch.cuda.get_device_capability = lambda *a: (9, 0)
 torch.cuda.is_available = lambda: True
-from cuda_ext_example import jit
 from cuda_ext_example.op_checks import mismatches
+from scripts import jit
 ops = jit.load("csrc")
 wrong = [w for d in (torch.float32, torch.int64, torch.bfloat16) for w in mismatches(ops, "cpu", d)]
 print("namespace", jit.NAMESPACE, "ops", sorted(o for o in dir(ops) if o.startswith("my_")))

@@ -1,5 +1,5 @@
 """The built, repaired wheel itself: every release gate on it (the gates say what a
-wheel must be; tests/test_gates.py shows each refuses its fault), then what no gate says:
+wheel must be; tests/release/test_gates.py shows each refuses its fault), then what no gate says:
 tags, metadata, symbols, size, the launcher's driver entry points."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import pytest
 
 from buildtools import config
 from buildtools.toolchain import torch_paths
-from cuda_ext_example import BUILD_INFO, binary_info
+from cuda_ext_example import BUILD_INFO
+from scripts.inspect import binary_info
 from scripts.release import gates
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WHEELHOUSE = ROOT / "wheelhouse"
 
 pytestmark = pytest.mark.wheel
@@ -43,7 +44,7 @@ def _dist_info(wheel: Path, name: str) -> str:
 
 # The gates that need only the wheel, torch and this repository (the others run tools of
 # requirements/dev.lock: abi3audit, twine, check-wheel-contents, torch-abi-audit; the
-# release runs them, and tests/test_gates.py).
+# release runs them, and tests/release/test_gates.py).
 TOOL_GATES = ("abi3audit", "twine", "check-wheel-contents", "torch-abi-audit")
 GATES = dict(gates.all_gates(config.load(dev_spec=""), torch_paths()[0]))
 
@@ -67,10 +68,21 @@ def test_one_abi3_manylinux2014_wheel(wheel):
 def test_metadata_requires_torch_and_python(wheel):
     meta = Parser().parsestr(_dist_info(wheel, "METADATA"))
     requires = meta.get_all("Requires-Dist")
-    assert [r for r in requires if "extra ==" not in r] == [f"torch>={BUILD_INFO['torch_target']}"]
-    assert any(r.startswith("pyelftools") and 'extra == "tools"' in r for r in requires)
+    assert requires == [f"torch>={BUILD_INFO['torch_target']}"]  # and no extras
+    assert meta.get_all("Provides-Extra") is None
     assert meta["Requires-Python"] == ">=3.10"
     assert meta["Name"] == "cuda_ext_example"
+
+
+def test_the_package_is_what_a_user_of_the_ops_needs(wheel):
+    # The ops, their loader, doctor and the smoke test; inspect's readers and the JIT
+    # loader are repository tools (scripts/inspect/, scripts/jit/).
+    with zipfile.ZipFile(wheel) as zf:
+        modules = {Path(n).name for n in zf.namelist() if n.endswith(".py")}
+    assert modules == {
+        "__init__.py", "__main__.py", "_build_info.py", "_loader.py", "doctor.py",
+        "fast_path.py", "op_checks.py", "ops.py", "smoke_test.py", "torch_errors.py",
+    }  # fmt: skip
 
 
 def test_exports_only_module_init(extension):

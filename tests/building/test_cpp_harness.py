@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "build" / "cpp" / "cee_harness"
 WRONG_ARCH = ROOT / "build" / "cpp" / "cee_harness_sm75"  # SASS sm_75 only, no PTX
 CC = shutil.which("cc") or shutil.which("gcc")
+# The harness is built on first use (about a minute on two cores) unless `make cpp` built it.
+pytestmark = pytest.mark.slow
 
 
 def built(exe: Path, *args: str) -> Path:

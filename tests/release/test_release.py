@@ -11,15 +11,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from wheel_surgery import repack, run_gates_until_refused
 
 from buildtools import config
+from scripts.inspect import binary_info
 from scripts.release import gates as release_gates
 from scripts.release import pipeline as release
 from scripts.release.local_index import local_index
 from scripts.release.simple_index import project_files
+from tests.wheel_surgery import repack, run_gates_until_refused
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.release
 CC = shutil.which("cc") or shutil.which("gcc")
@@ -108,7 +109,7 @@ def device_code_so(tmp: Path, targets: dict[str, str], compress: bool = False) -
 
 
 def extension_bytes(wheel: Path) -> bytes:
-    with release_gates.binary_info.extension_in(wheel) as so:
+    with binary_info.extension_in(wheel) as so:
         return so.read_bytes()
 
 

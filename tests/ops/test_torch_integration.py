@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import assert_bitwise_equal, random_tensor
 
 import cuda_ext_example
+from tests.helpers import assert_bitwise_equal, random_tensor
 
 
 def overload(op):

@@ -19,7 +19,7 @@ from scripts.release.local_index import local_index
 from scripts.release.simple_index import project_files
 from tests.clones import pip_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.release
 
 

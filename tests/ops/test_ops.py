@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 from conftest import DECLARED
-from helpers import assert_bitwise_equal, random_tensor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cuda_ext_example
 from cuda_ext_example import SUPPORTED_DTYPES
+from tests.helpers import assert_bitwise_equal, random_tensor
 
 DTYPES = list(SUPPORTED_DTYPES)
 # 2^20 + 3 is past 2 MiB per tensor for 4-byte types and up: the 4-vectors-per-thread
@@ -203,6 +203,7 @@ def test_more_than_2_pow_31_elements_cuda(op):
 
 
 @pytest.mark.large
+@pytest.mark.slow  # 20 s on a two-core CPU
 def test_more_than_2_pow_31_elements_cpu():
     n = 2**31 + 17
     chunk = random_tensor((1 << 20,), torch.int8, "cpu")

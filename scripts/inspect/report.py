@@ -1,4 +1,4 @@
-"""python -m cuda_ext_example inspect PATH [--ptx] [--sass] [--symbols]
+"""python -m scripts.inspect PATH [--ptx] [--sass] [--symbols]
 
 What a built binary (a wheel, or the extension .so itself) really contains:
 device code per architecture and the CUDA version that compiled each cubin (read from
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -162,7 +163,7 @@ def report_shims(so: Path, out) -> None:
 
 
 def main(argv: list[str] | None = None, out=sys.stdout) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cuda_ext_example inspect", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m scripts.inspect", description=__doc__)
     parser.add_argument("path", type=Path, help="a wheel (.whl) or an extension .so")
     parser.add_argument("--ptx", action="store_true", help="dump PTX; count 16/8-byte loads")
     parser.add_argument("--sass", action="store_true", help="dump SASS; count LDG.E.128/64")
@@ -180,8 +181,9 @@ def main(argv: list[str] | None = None, out=sys.stdout) -> int:
             for dump in ("ptx", "sass"):
                 if getattr(args, dump) and not report_loads(so, out, dump):
                     missing.append(dump)
-    except BrokenPipeError:
-        raise  # the reader went away (`| head`): __main__ ends quietly
+    except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 0
     except (OSError, RuntimeError, zipfile.BadZipFile, *binary_info.elf_errors()) as exc:
         print(f"inspect: cannot read {args.path}: {exc}", file=sys.stderr)
         return 1

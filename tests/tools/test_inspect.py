@@ -1,4 +1,4 @@
-"""`python -m cuda_ext_example inspect` on the built wheel, and the shim-version table."""
+"""`python -m scripts.inspect` on the built wheel, and the shim-version table."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from buildtools import launch_shapes
-from cuda_ext_example import BUILD_INFO, binary_info, inspect_binary, shim_versions
+from cuda_ext_example import BUILD_INFO
+from scripts.inspect import binary_info, report, shim_versions
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.wheel
 
 
@@ -25,7 +26,7 @@ def wheel() -> Path:
 
 def run_inspect(*args) -> str:
     out = io.StringIO()
-    assert inspect_binary.main([str(a) for a in args], out=out) == 0
+    assert report.main([str(a) for a in args], out=out) == 0
     return out.getvalue()
 
 
@@ -122,7 +123,7 @@ def test_missing_nvdisasm_is_said_clearly(wheel, monkeypatch, capsys):
     monkeypatch.setattr(binary_info, "find_cuda_tool", lambda name: None)
     out = io.StringIO()
     # the rest of the report comes, and the exit status says the SASS asked for did not
-    assert inspect_binary.main([str(wheel), "--sass"], out=out) == 1
+    assert report.main([str(wheel), "--sass"], out=out) == 1
     assert capsys.readouterr().err == "inspect: no sass dump (see the line above)\n"
     text = out.getvalue()
     assert "sass: unavailable: SASS needs nvdisasm: pip install nvidia-cuda-nvdisasm" in text
@@ -155,7 +156,7 @@ def test_shim_versions_parser():
 
 
 def test_shim_versions_of_real_headers():
-    include = inspect_binary.torch_include()
+    include = report.torch_include()
     versions = shim_versions.shim_versions(include)
     assert versions["aoti_torch_check"] == (2, 9)
     assert versions["torch_call_dispatcher"] == (2, 10)
@@ -186,9 +187,8 @@ def test_what_is_not_a_binary_is_refused_in_one_line(what, wheel, tmp_path):
             path.write_bytes(so.read_bytes()[:100_000])
         reason = f"{path.name} is not a readable ELF shared object (truncated:"
     run = subprocess.run(
-        [sys.executable, "-m", "cuda_ext_example", "inspect", path],
-        capture_output=True, text=True, cwd=tmp_path,
-    )  # fmt: skip
+        [sys.executable, "-m", "scripts.inspect", path], capture_output=True, text=True, cwd=ROOT
+    )
     assert run.returncode == 1
     assert reason in run.stderr, run.stderr
     for noise in ("Traceback", "fatal", "Memory allocation"):
@@ -196,23 +196,23 @@ def test_what_is_not_a_binary_is_refused_in_one_line(what, wheel, tmp_path):
 
 
 def test_missing_pyelftools_is_said_in_one_line(wheel):
-    """The ops need only torch; inspect's ELF reader is the `tools` extra. Without it, one
-    line names the fix (a GPU machine without it got a traceback)."""
+    """A GPU machine's Python may lack pyelftools, inspect's ELF reader: one line names the
+    fix, no traceback."""
     hide = "import sys; sys.modules['elftools'] = None; import runpy; "
-    code = hide + "runpy.run_module('cuda_ext_example', run_name='__main__')"
+    code = hide + "runpy.run_module('scripts.inspect', run_name='__main__')"
     run = subprocess.run(
-        [sys.executable, "-c", code, "inspect", str(wheel)], capture_output=True, text=True
+        [sys.executable, "-c", code, str(wheel)], capture_output=True, text=True, cwd=ROOT
     )
     assert run.returncode == 1
     assert run.stderr.count("\n") == 1, run.stderr
-    assert "needs pyelftools: pip install 'cuda_ext_example[tools]'" in run.stderr
+    assert "needs pyelftools: pip install pyelftools" in run.stderr
 
 
 def test_a_closed_pipe_ends_inspect_quietly(wheel):
     """`inspect --symbols | head -1`: the reader leaves early; no 'Broken pipe' error."""
     run = subprocess.run(
-        f"{sys.executable} -m cuda_ext_example inspect --symbols {wheel} | head -1",
-        shell=True, capture_output=True, text=True,
+        f"{sys.executable} -m scripts.inspect --symbols {wheel} | head -1",
+        shell=True, capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     assert run.stdout.startswith(str(wheel)), run.stdout
     assert run.stderr == "", run.stderr

@@ -19,7 +19,7 @@ import pytest
 from scripts.rename import project_name
 from tests.clones import clone_with_tools, make
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 OLD = project_name.current_name(ROOT)
 NEW = "my_kernels"
 

@@ -11,7 +11,7 @@ import pytest
 
 from buildtools import cross
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def makefile_cpus() -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.release  # builds with the dev tools (build, zig, NVRTC)
 # The build's inputs: a copy of these is a buildable tree.
 TREE = ("csrc", "ops", "tuning", "buildtools", "src", "requirements", "setup.py",

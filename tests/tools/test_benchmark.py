@@ -15,7 +15,7 @@ import pytest
 from scripts.bench import add, benchmark, report, square, timing
 from scripts.bench.workload import Extra
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ADD = add.WORKLOAD
 MISS, NA, PASS, NOISE = report.MISS, report.NA, report.PASS, report.NOISE
 
