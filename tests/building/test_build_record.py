@@ -31,7 +31,7 @@ def test_an_uncommitted_or_new_op_file_makes_the_build_dirty(tmp_path):
     (tmp_path / "ops" / "gelu" / "ops.toml").write_text('rule = "Gelu"\n')  # untracked
     assert git_state(tmp_path)[1] is True
 
-    git(tmp_path, "add", "ops/gelu")
+    git(tmp_path, "add", "-A")
     git(tmp_path, "commit", "-qm", "gelu")
     assert git_state(tmp_path)[1] is False
     (tmp_path / "ops" / "add" / "rule.h").write_text("// a - b\n")  # edited, not committed
