@@ -58,8 +58,8 @@ __device__ __forceinline__ uint2 load_readonly(const uint2* p) {
 // (tuning/launch_shapes.toml). Evict-first loads skip L1 and mark their lines
 // first to go from L2, so that inputs read once evict each other rather than
 // lines still wanted (the output, a next op's data): 1.5-2.5% faster at <= 8
-// MiB per tensor on the H100 and H200, slower from 32 MiB (docs/PERFORMANCE.md),
-// hence a choice per shape that each GPU's table makes.
+// MiB per tensor on the H100 and H200, slower from 32 MiB
+// (docs/PERFORMANCE.md), hence a choice per shape that each GPU's table makes.
 enum LoadFlavour { kLoadReadOnly = 0, kLoadEvictFirst = 1 };
 
 // The L2 policy of evict-first loads, made once per thread. The cache-hint
