@@ -14,7 +14,7 @@ using torch::headeronly::ScalarType;
 using torch::stable::Device;
 using torch::stable::Tensor;
 
-std::string device_name(const Device& device) {
+inline std::string device_name(const Device& device) {
   std::string name;
   switch (device.type()) {
     case torch::headeronly::DeviceType::CPU: return "cpu";
@@ -27,7 +27,7 @@ std::string device_name(const Device& device) {
 }
 
 // Python's spelling (torch.int64, not c10's "Long"), as users wrote it.
-std::string dtype_name(ScalarType t) {
+inline std::string dtype_name(ScalarType t) {
   switch (t) {
     case ScalarType::Half: return "torch.float16";
     case ScalarType::BFloat16: return "torch.bfloat16";
@@ -52,7 +52,7 @@ std::string dtype_name(ScalarType t) {
   }
 }
 
-std::string shape_string(const Tensor& t) {
+inline std::string shape_string(const Tensor& t) {
   std::string s = "[";
   for (int64_t d = 0; d < t.dim(); ++d) {
     if (d) s += ", ";
@@ -62,7 +62,7 @@ std::string shape_string(const Tensor& t) {
 }
 
 // The core's dtype index of a torch dtype (cee_generated.h), or -1.
-int dtype_index(ScalarType t) {
+inline int dtype_index(ScalarType t) {
   switch (t) {
 #define CEE_DTYPE_CASE(id, device_type, size, scalar_type, name) \
   case ScalarType::scalar_type: return CEE_DTYPE_##id;
@@ -72,12 +72,12 @@ int dtype_index(ScalarType t) {
   }
 }
 
-bool op_has_dtype(const cee::OpInfo& op, int dtype) {
+inline bool op_has_dtype(const cee::OpInfo& op, int dtype) {
   return dtype >= 0 &&
          op.kernels[dtype] >= 0;  // slot 0: every op has a simple kernel
 }
 
-std::string supported_dtypes(const cee::OpInfo& op) {
+inline std::string supported_dtypes(const cee::OpInfo& op) {
   static const char* const names[] = {
 #define CEE_DTYPE_NAME(id, device_type, size, scalar_type, name) "torch." #name,
       CEE_FOR_EACH_DTYPE(CEE_DTYPE_NAME)
@@ -90,7 +90,7 @@ std::string supported_dtypes(const cee::OpInfo& op) {
   return out;
 }
 
-bool same_shape(const Tensor& a, const Tensor& b) {
+inline bool same_shape(const Tensor& a, const Tensor& b) {
   if (a.dim() != b.dim()) return false;
   for (int64_t d = 0; d < a.dim(); ++d)
     if (a.size(d) != b.size(d)) return false;

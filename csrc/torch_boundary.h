@@ -5,6 +5,7 @@
 // sees a RuntimeError naming the op). A torch call that fails inside an op is
 // named by `torch_call_failed`, with torch's own words where torch has them.
 #pragma once
+// Functions defined here are inline: any number of files may include it.
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +18,7 @@
 
 namespace cee {
 
-[[noreturn]] void fail(const std::string& message) {
+[[noreturn]] inline void fail(const std::string& message) {
   throw std::runtime_error(message);
 }
 
@@ -29,7 +30,7 @@ constexpr const char* kTorchCallFailed = "torch call failed (";
 // torch's own message for the last shim call that failed on this thread. The
 // shim that hands it over arrived in torch 2.13; this build targets 2.10, so it
 // is looked up at run time and is absent (nullptr) on torch 2.10 .. 2.12.
-const char* torch_last_error() {
+inline const char* torch_last_error() {
   using GetWhat = const char* (*)();
   static const GetWhat get_what = [] {
     void* lib = dlopen("libtorch_cpu.so", RTLD_LAZY | RTLD_NOLOAD);
@@ -42,7 +43,7 @@ const char* torch_last_error() {
   return get_what ? get_what() : nullptr;
 }
 
-[[noreturn]] void torch_call_failed(const char* what) {
+[[noreturn]] inline void torch_call_failed(const char* what) {
   const char* words = torch_last_error();
   fail(std::string(kTorchCallFailed) + what + "): " +
        (words && *words
@@ -65,7 +66,7 @@ using BoxedKernel = void (*)(StableIValue*, uint64_t, uint64_t);
 
 // Runs a boxed kernel; returns false with the message in `message` if it threw.
 // Everything with a destructor lives and dies inside this function.
-__attribute__((noinline)) bool run_catching(
+__attribute__((noinline)) inline bool run_catching(
     BoxedKernel kernel, StableIValue* stack, uint64_t num_args,
     uint64_t num_outputs, const char* op, char* message, size_t message_len) {
   const char* what = "unknown C++ exception";

@@ -1,6 +1,6 @@
 """Python face of the declared ops, made from their declarations (ops/*/ops.toml, which the
-build writes into the build record): typed wrappers,
-autograd, and the torch.func rules (vmap batching, forward-mode AD).
+build writes into the build record): typed wrappers, autograd, and the torch.func rules
+(vmap batching, forward-mode AD).
 
 The ops themselves (schema, CPU and CUDA kernels, input checks) are registered by the
 compiled extension through the LibTorch stable ABI. Nothing here names an op: a new
@@ -38,6 +38,13 @@ def _check_types(op: dict, args: tuple, namespace: str = NAMESPACE) -> None:
         )
 
 
+def overloads(op: dict, namespace: str = NAMESPACE) -> tuple:
+    """(the public op, its no-grad twin) as torch.ops overloads: the same kernels, the
+    twin registered without an autograd kernel (csrc/ops.cpp)."""
+    ops = getattr(torch.ops, namespace)
+    return getattr(ops, op["name"]).default, getattr(ops, op["no_grad_twin"]).default
+
+
 def make_wrapper(op: dict, namespace: str = NAMESPACE, function=None, private=fast_path.PRIVATE):
     """The Python function for torch.ops.<namespace>.<op>.
 
@@ -48,9 +55,7 @@ def make_wrapper(op: dict, namespace: str = NAMESPACE, function=None, private=fa
     autograd.Function, applied here, above the dispatcher, where torch.func handles it).
     The argument types are checked only when the call fails: the dispatcher checks them.
     """
-    ops = getattr(torch.ops, namespace)
-    overload = getattr(ops, op["name"]).default
-    twin = getattr(ops, op["no_grad_twin"]).default if op.get("no_grad_twin") else None
+    overload, twin = overloads(op, namespace)
     transformed = function.apply if function is not None else overload
     call = fast_path.plain_call_to_twin(overload, twin, transformed, private)
     if call is None:  # the public route: torch.func handles an autograd.Function itself
@@ -202,9 +207,7 @@ def register_python_parts(namespace: str = NAMESPACE) -> dict[str, Callable]:
     wrappers = {}
     for name, op in DECLARATIONS.items():
         qualname = f"{namespace}::{name}"
-        ops = getattr(torch.ops, namespace)
-        overload = getattr(ops, name).default
-        twin = getattr(ops, op["no_grad_twin"]).default
+        overload, twin = overloads(op, namespace)
         torch.library.register_vmap(qualname, make_vmap_rule(overload))
         torch.library.register_vmap(twin, make_vmap_rule(twin))
         below_autograd = fast_path.below_autograd(twin, overload)
@@ -220,6 +223,7 @@ def public_route(name: str, namespace: str = NAMESPACE) -> Callable:
     gets it (every call through the op's autograd.Function or the public op): what the
     tests and the benchmark's host-time table run next to the fast route."""
     op = DECLARATIONS[name]
-    twin = getattr(getattr(torch.ops, namespace), op["no_grad_twin"]).default
-    function = make_function(op, twin) if op["derivatives"] is not None else None
+    overload, twin = overloads(op, namespace)
+    below_autograd = fast_path.below_autograd(twin, overload, private=None)
+    function = make_function(op, below_autograd) if op["derivatives"] is not None else None
     return make_wrapper(op, namespace, function=function, private=None)

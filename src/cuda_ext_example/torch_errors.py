@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-# Written by csrc/ops.cpp (kTorchCallFailed) before what failed.
+# Written by csrc/torch_boundary.h (kTorchCallFailed) before what failed.
 TORCH_CALL_FAILED = "torch call failed ("
 
 
