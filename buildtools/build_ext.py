@@ -55,6 +55,9 @@ def zig_cxx(cfg: config.BuildConfig, generated: Path, arch: str | None = None) -
         # No absolute path of the checkout in the binary (__FILE__, symbols): the same
         # commit gives the same bytes wherever it is built.
         f"-ffile-prefix-map={config.ROOT}=.",
+        # a * b + c is two roundings, as on the GPU (NVRTC --fmad=false): a rule that
+        # wants one says fma(a, b, c) (csrc/element_math.h).
+        "-ffp-contract=off",
         f"-I{CSRC}",
         f"-I{ops.OPS_DIR}",  # the ops' rules (rule.h), shared with the device code
         f"-I{generated}",
@@ -185,6 +188,21 @@ def build_step(name: str, func, *args):
     raise SystemExit(f"error: building cuda_ext_example failed at: {name}")
 
 
+def write_op_references(folder: Path) -> None:
+    """ops/<rule>/reference.py, where an op's reference needs more than one torch call,
+    into the package as cuda_ext_example.op_references.<rule> (doctor and the smoke test
+    run it after install)."""
+    if folder.exists():
+        for old in folder.glob("*.py"):
+            old.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "__init__.py").write_text(
+        '"""The ops\' reference functions (ops/<rule>/reference.py), copied by the build."""\n'
+    )
+    for source in sorted(ops.OPS_DIR.glob("*/reference.py")):
+        (folder / f"{source.parent.name}.py").write_bytes(source.read_bytes())
+
+
 class ZigNvrtcBuildExt(build_ext):
     def build_extension(self, ext) -> None:
         cfg = build_step("configuration (pyproject.toml, ARCHS)", config.load)
@@ -206,10 +224,16 @@ class ZigNvrtcBuildExt(build_ext):
 
         record = out.parent / "_build_info.json"
         record.write_text(json.dumps(build_record(cfg, code), indent=2) + "\n")
+        write_op_references(out.parent / "op_references")
         if self.inplace:
             print(f"built {out} and {record}")
 
     def get_outputs(self):
-        # Let bdist_wheel pick up the build record next to the extension.
+        # Let bdist_wheel pick up the build record and the references next to the extension.
         outputs = super().get_outputs()
-        return outputs + [str(Path(o).parent / "_build_info.json") for o in outputs]
+        extra = []
+        for o in outputs:
+            folder = Path(o).parent
+            extra.append(str(folder / "_build_info.json"))
+            extra += [str(p) for p in sorted((folder / "op_references").glob("*.py"))]
+        return outputs + extra

@@ -101,6 +101,12 @@ class LaunchShapes:
     candidates: tuple[Shape, ...]
     tables: tuple[GpuTable, ...]  # the default first
 
+    def used_for(self, inputs: int, element_bytes: int) -> set[Shape]:
+        """The shapes any table can give an op of `inputs` inputs and `element_bytes`-byte
+        elements: the instances it needs (the rest would never run)."""
+        inputs = min(inputs, MAX_INPUTS)
+        return {r.shape for table in self.tables for r in table.rules_for(inputs, element_bytes)}
+
     def compiled(self, with_candidates: bool | None = None) -> tuple[Shape, ...]:
         """Every shape the build compiles, sorted: all the tables name (and, in a tuning
         build, every candidate)."""

@@ -1,45 +1,56 @@
-// The CPU kernel of every elementwise op: its rule (ops/*/rule.h) over the
-// elements, in torch's thread pool, on the same host types as the harness
-// (host_float16.h: one rounding of the 16-bit floats).
+// The CPU kernel of every elementwise op: its rule (ops/*/rule.h, through its
+// generated signature) over the elements, in torch's thread pool, on the same
+// host types as the harness (host_float16.h: one rounding of the 16-bit
+// floats), with the same parameters as the CUDA kernels
+// (elementwise_args.h).
 #pragma once
 #include <torch/csrc/stable/ops.h>
 
-#include "element_math.h"
+#include "elementwise_args.h"
 #include "host_float16.h"
 
 namespace cee {
 
 constexpr int64_t kCpuGrainSize = 1 << 16;
 
-typedef void (*CpuKernel)(const void* const* in, void* out, int64_t n);
+// pointers: Pointers<T, N, M>; scalars: the signature's Scalars<C>; strided:
+// Strided<N>, or nullptr for same-shape contiguous tensors.
+typedef void (*CpuKernel)(const void* pointers, const void* scalars,
+                          const void* strided, int64_t n);
 
-// The op's rule over n elements, in torch's thread pool (vectorizing is the
+// The op over n elements, in torch's thread pool (vectorizing is the
 // compiler's job here). The callback runs inside that pool: it must never
 // throw.
-template <typename Rule, typename T, int N>
-void cpu_elementwise(const void* const* in, void* out, int64_t n) {
-  const T* p[N];
-  for (int k = 0; k < N; ++k) p[k] = static_cast<const T*>(in[k]);
-  T* to = static_cast<T*>(out);
-  torch::stable::parallel_for(0, n, kCpuGrainSize,
-                              [=](int64_t begin, int64_t end) noexcept {
-                                for (int64_t i = begin; i < end; ++i) {
-                                  T v[N];
-                                  for (int k = 0; k < N; ++k) v[k] = p[k][i];
-                                  to[i] = cee::apply_rule<Rule>(v);
-                                }
-                              });
-}
-
-template <typename Rule, int N>
-CpuKernel cpu_kernel(int dtype) {
-  switch (dtype) {
-#define CEE_CPU_CASE(id, device_type, size, scalar_type, name) \
-  case CEE_DTYPE_##id: return &cpu_elementwise<Rule, HostType_##name, N>;
-    CEE_FOR_EACH_DTYPE(CEE_CPU_CASE)
-#undef CEE_CPU_CASE
-  }
-  return nullptr;
+template <typename Sig, typename T>
+void cpu_elementwise(const void* pointers, const void* scalars,
+                     const void* strided, int64_t n) {
+  static constexpr int N = Sig::kInputs;
+  typedef Pointers<T, N, Sig::kOutputs> P;
+  typedef typename Sig::template Scalars<typename Compute<T>::type> S;
+  const P p = *static_cast<const P*>(pointers);
+  const S s = *static_cast<const S*>(scalars);
+  const Strided<N>* g = static_cast<const Strided<N>*>(strided);
+  // One element at output index i, its inputs at offsets off.
+  auto element = [&p, &s](int64_t i, const long long (&off)[N]) {
+    T v[N], o[AtLeastOne<Sig::kOutputs>::value];
+    for (int k = 0; k < N; ++k) v[k] = p.in[k][off[k]];
+    apply_element<Sig>(v, o, s);
+    for (int k = 0; k < N; ++k)
+      if (Sig::kMutated & (1u << k)) p.in[k][off[k]] = v[k];
+    for (int j = 0; j < Sig::kOutputs; ++j) p.out[j][i] = o[j];
+  };
+  torch::stable::parallel_for(
+      0, n, kCpuGrainSize, [=](int64_t begin, int64_t end) noexcept {
+        long long off[N];
+        for (int64_t i = begin; i < end; ++i) {
+          if (g) {
+            g->offsets(i, off);
+          } else {
+            for (int k = 0; k < N; ++k) off[k] = i;
+          }
+          element(i, off);
+        }
+      });
 }
 
 }  // namespace cee

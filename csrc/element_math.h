@@ -26,6 +26,8 @@
 #if defined(__CUDACC_RTC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#else
+#include <math.h>
 #endif
 
 namespace cee {
@@ -79,22 +81,59 @@ struct Compute<__nv_bfloat16> {
 };
 #endif
 
-// One element of an op: the rule applied to the op's inputs at one index, in
-// Compute<T>.
-template <typename Rule, typename T>
-CEE_HOST_DEVICE T apply_rule(const T (&v)[1]) {
-  typedef Compute<T> C;
-  return C::out(Rule::apply(C::in(v[0])));
+// ------------------------------------------------------------------ math
+// The functions a rule may call, the same on the host (the CPU kernels: the C
+// library's) and the GPU (CUDA's), for float and double (16-bit floats compute
+// in float). Bit-equal on both and to torch: +, -, *, /, sqrt, fma, minimum,
+// maximum, abs (IEEE-exact). The others (exp, log, tanh, erf, pow, sin, ...)
+// are within an ulp or two of exact, and so are torch's, whose CPU kernels use
+// their own vectorized versions (which depend on the CPU's ISA and
+// ATEN_CPU_CAPABILITY): an op that calls them declares a tolerance.
+// a * b + c is never fused by the compilers (host: -ffp-contract=off; NVRTC:
+// --fmad=false): a rule that wants one rounding says fma(a, b, c).
+#if defined(__CUDACC_RTC__)
+#define CEE_MATH_1(name, float_fn, double_fn)                             \
+  CEE_HOST_DEVICE float name(float x) { return ::float_fn(x); }           \
+  CEE_HOST_DEVICE double name(double x) { return ::double_fn(x); }
+#define CEE_MATH_2(name, float_fn, double_fn)                             \
+  CEE_HOST_DEVICE float name(float x, float y) { return ::float_fn(x, y); } \
+  CEE_HOST_DEVICE double name(double x, double y) { return ::double_fn(x, y); }
+#else
+#define CEE_MATH_1(name, float_fn, double_fn)                    \
+  inline float name(float x) { return ::float_fn(x); }           \
+  inline double name(double x) { return ::double_fn(x); }
+#define CEE_MATH_2(name, float_fn, double_fn)                    \
+  inline float name(float x, float y) { return ::float_fn(x, y); } \
+  inline double name(double x, double y) { return ::double_fn(x, y); }
+#endif
+CEE_MATH_1(exp, expf, exp)
+CEE_MATH_1(expm1, expm1f, expm1)
+CEE_MATH_1(log, logf, log)
+CEE_MATH_1(log1p, log1pf, log1p)
+CEE_MATH_1(sqrt, sqrtf, sqrt)
+CEE_MATH_1(tanh, tanhf, tanh)
+CEE_MATH_1(erf, erff, erf)
+CEE_MATH_1(sin, sinf, sin)
+CEE_MATH_1(cos, cosf, cos)
+CEE_MATH_1(abs, fabsf, fabs)
+CEE_MATH_2(pow, powf, pow)
+#undef CEE_MATH_1
+#undef CEE_MATH_2
+
+CEE_HOST_DEVICE float fma(float a, float b, float c) { return ::fmaf(a, b, c); }
+CEE_HOST_DEVICE double fma(double a, double b, double c) {
+  return ::fma(a, b, c);
 }
-template <typename Rule, typename T>
-CEE_HOST_DEVICE T apply_rule(const T (&v)[2]) {
-  typedef Compute<T> C;
-  return C::out(Rule::apply(C::in(v[0]), C::in(v[1])));
+
+// torch.maximum / torch.minimum: NaN if either is NaN (fmax would drop it);
+// any compute type.
+template <typename C>
+CEE_HOST_DEVICE C maximum(C a, C b) {
+  return a != a ? a : (b != b ? b : (a > b ? a : b));
 }
-template <typename Rule, typename T>
-CEE_HOST_DEVICE T apply_rule(const T (&v)[3]) {
-  typedef Compute<T> C;
-  return C::out(Rule::apply(C::in(v[0]), C::in(v[1]), C::in(v[2])));
+template <typename C>
+CEE_HOST_DEVICE C minimum(C a, C b) {
+  return a != a ? a : (b != b ? b : (a < b ? a : b));
 }
 
 }  // namespace cee

@@ -4,32 +4,67 @@
 //   cee::elementwise_vectorized<cee_ops::Add, float, 2, 16, 256, 4,
 //                               cee::kLoadReadOnly>
 // that buildtools/ops.py derives from the op declarations and pyproject.toml's
-// launch shapes. NVRTC sees only this file, the rules and the CUDA headers: no
-// torch, no host code, no C++ standard library.
+// launch shapes. NVRTC sees only this file, the rules, their generated
+// signatures and the CUDA headers: no torch, no host code, no C++ standard
+// library.
 //
-// Both kernels take (Inputs<T, N> in, T* out, long long n): the launcher
-// (csrc/elementwise_launch.h) passes the input pointers in one struct by value.
+// Every kernel is a template over the op's signature Sig (the generated
+// adapter between these kernels and the rule's apply: how many inputs and
+// outputs, which inputs it updates in place, its scalars) and the storage type
+// T; its parameters are those of csrc/elementwise_args.h.
 #pragma once
 
-#include "element_math.h"
+#include "elementwise_args.h"
 
 namespace cee {
 
-template <typename T, int N>
-struct Inputs {
-  const T* p[N];
-};
+template <typename Sig, typename T>
+using ScalarsOf = typename Sig::template Scalars<typename Compute<T>::type>;
+template <typename Sig, typename T>
+using PointersOf = Pointers<T, Sig::kInputs, Sig::kOutputs>;
 
-// The baseline: one element per thread, 64-bit index.
-template <typename Rule, typename T, int N>
-__global__ void elementwise_simple(Inputs<T, N> in, T* __restrict__ out,
+// Stores one element's results: the outputs, and the inputs updated in place.
+template <typename Sig, typename T>
+__device__ __forceinline__ void store_element(
+    const PointersOf<Sig, T>& p, const T (&v)[Sig::kInputs],
+    const T (&o)[AtLeastOne<Sig::kOutputs>::value], long long i,
+    const long long* in_offsets) {
+#pragma unroll
+  for (int k = 0; k < Sig::kInputs; ++k)
+    if (Sig::kMutated & (1u << k)) p.in[k][in_offsets ? in_offsets[k] : i] = v[k];
+#pragma unroll
+  for (int j = 0; j < Sig::kOutputs; ++j) p.out[j][i] = o[j];
+}
+
+// The baseline: one element per thread, 64-bit index; same-shape contiguous
+// tensors.
+template <typename Sig, typename T>
+__global__ void elementwise_simple(PointersOf<Sig, T> p, ScalarsOf<Sig, T> s,
                                    long long n) {
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  T v[N];
+  T v[Sig::kInputs], o[AtLeastOne<Sig::kOutputs>::value];
 #pragma unroll
-  for (int k = 0; k < N; ++k) v[k] = in.p[k][i];
-  out[i] = apply_rule<Rule>(v);
+  for (int k = 0; k < Sig::kInputs; ++k) v[k] = p.in[k][i];
+  apply_element<Sig>(v, o, s);
+  store_element<Sig>(p, v, o, i, nullptr);
+}
+
+// Any shapes that broadcast, any strides (views, transposes, Python numbers as
+// 0-dim tensors): each input read where its strides say, nothing expanded in
+// memory. The outputs are new and contiguous.
+template <typename Sig, typename T>
+__global__ void elementwise_strided(PointersOf<Sig, T> p, ScalarsOf<Sig, T> s,
+                                    Strided<Sig::kInputs> g, long long n) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  long long off[Sig::kInputs];
+  g.offsets(i, off);
+  T v[Sig::kInputs], o[AtLeastOne<Sig::kOutputs>::value];
+#pragma unroll
+  for (int k = 0; k < Sig::kInputs; ++k) v[k] = p.in[k][off[k]];
+  apply_element<Sig>(v, o, s);
+  store_element<Sig>(p, v, o, i, off);
 }
 
 // The registers of one global access: 16 bytes (uint4) or 8 bytes (uint2).
@@ -115,50 +150,78 @@ __device__ __forceinline__ Access load_input(const Access* p,
   }
 }
 
-// The rule over the elements packed in one access of each input. The union is
-// the CUDA idiom for viewing an access's registers as T.
-template <typename Rule, typename T, int N, typename Access>
-__device__ __forceinline__ Access apply_packed(const Access (&x)[N]) {
+// The op over the elements packed in one access of each input: the inputs
+// come back updated where the op writes them, the outputs in `out`. The union
+// is the CUDA idiom for viewing an access's registers as T.
+template <typename Sig, typename T, typename Access>
+__device__ __forceinline__ void apply_packed(
+    Access (&x)[Sig::kInputs], Access (&out)[AtLeastOne<Sig::kOutputs>::value],
+    const ScalarsOf<Sig, T>& s) {
+  constexpr int kWidth = sizeof(Access) / sizeof(T);
+  constexpr int kOut = AtLeastOne<Sig::kOutputs>::value;
   union Packed {
     Access raw;
-    T v[sizeof(Access) / sizeof(T)];
+    T v[kWidth];
   };
-  Packed in[N], r;
+  Packed in[Sig::kInputs], r[kOut];
 #pragma unroll
-  for (int k = 0; k < N; ++k) in[k].raw = x[k];
+  for (int k = 0; k < Sig::kInputs; ++k) in[k].raw = x[k];
 #pragma unroll
-  for (int j = 0; j < (int)(sizeof(Access) / sizeof(T)); ++j) {
-    T v[N];
+  for (int j = 0; j < kWidth; ++j) {
+    T v[Sig::kInputs], o[kOut];
 #pragma unroll
-    for (int k = 0; k < N; ++k) v[k] = in[k].v[j];
-    r.v[j] = apply_rule<Rule>(v);
+    for (int k = 0; k < Sig::kInputs; ++k) v[k] = in[k].v[j];
+    apply_element<Sig>(v, o, s);
+#pragma unroll
+    for (int k = 0; k < Sig::kInputs; ++k) in[k].v[j] = v[k];
+#pragma unroll
+    for (int m = 0; m < kOut; ++m) r[m].v[j] = o[m];
   }
-  return r.raw;
+#pragma unroll
+  for (int k = 0; k < Sig::kInputs; ++k)
+    if (Sig::kMutated & (1u << k)) x[k] = in[k].raw;
+#pragma unroll
+  for (int m = 0; m < Sig::kOutputs; ++m) out[m] = r[m].raw;
 }
 
-// kPerThread accesses of one thread: all loads, then the rule and the stores.
-// kChecked: guard each access against n_acc (the grid's last block only).
-template <typename Rule, typename T, int N, typename Access, int kBlock,
-          int kPerThread, int kLoad, bool kChecked>
-__device__ __forceinline__ void vector_accesses(const Inputs<T, N>& in,
-                                                Access* __restrict__ vo,
+// kPerThread accesses of one thread: all loads, then the op and the stores.
+// kChecked: guard each access against n_acc (the grid's last block only). An
+// input the op updates in place is loaded plainly (the read-only path is for
+// data no thread writes).
+template <typename Sig, typename T, typename Access, int kBlock, int kPerThread,
+          int kLoad, bool kChecked>
+__device__ __forceinline__ void vector_accesses(const PointersOf<Sig, T>& p,
+                                                const ScalarsOf<Sig, T>& s,
                                                 long long base, long long n_acc,
                                                 unsigned long long policy) {
+  constexpr int N = Sig::kInputs;
   Access x[kPerThread][N];
 #pragma unroll
   for (int a = 0; a < kPerThread; ++a) {
     const long long i = base + (long long)a * kBlock;
     if (!kChecked || i < n_acc) {
 #pragma unroll
-      for (int k = 0; k < N; ++k)
-        x[a][k] = load_input<kLoad>(
-            reinterpret_cast<const Access*>(in.p[k]) + i, policy);
+      for (int k = 0; k < N; ++k) {
+        const Access* from = reinterpret_cast<const Access*>(p.in[k]) + i;
+        x[a][k] = (Sig::kMutated & (1u << k)) ? *from
+                                               : load_input<kLoad>(from, policy);
+      }
     }
   }
 #pragma unroll
   for (int a = 0; a < kPerThread; ++a) {
     const long long i = base + (long long)a * kBlock;
-    if (!kChecked || i < n_acc) vo[i] = apply_packed<Rule, T, N>(x[a]);
+    if (!kChecked || i < n_acc) {
+      Access out[AtLeastOne<Sig::kOutputs>::value];
+      apply_packed<Sig, T>(x[a], out, s);
+#pragma unroll
+      for (int k = 0; k < N; ++k)
+        if (Sig::kMutated & (1u << k))
+          reinterpret_cast<Access*>(p.in[k])[i] = x[a][k];
+#pragma unroll
+      for (int m = 0; m < Sig::kOutputs; ++m)
+        reinterpret_cast<Access*>(p.out[m])[i] = out[m];
+    }
   }
 }
 
@@ -170,32 +233,33 @@ __device__ __forceinline__ void vector_accesses(const Inputs<T, N>& in,
 // The last n % width elements (fewer than one access) are done one by one by
 // the first threads of the grid, with plain loads in every flavour kLoad. The
 // launcher guarantees every pointer is kBytes-aligned.
-template <typename Rule, typename T, int N, int kBytes, int kBlock,
-          int kPerThread, int kLoad>
+template <typename Sig, typename T, int kBytes, int kBlock, int kPerThread,
+          int kLoad>
 __global__ void __launch_bounds__(kBlock)
-    elementwise_vectorized(Inputs<T, N> in, T* __restrict__ out, long long n) {
+    elementwise_vectorized(PointersOf<Sig, T> p, ScalarsOf<Sig, T> s,
+                           long long n) {
   typedef typename AccessOf<kBytes>::type Access;
   const unsigned long long policy =
       kLoad == kLoadEvictFirst ? evict_first_policy() : 0;
   constexpr int kWidth = kBytes / sizeof(T);  // elements per access
   const long long n_acc = n / kWidth;
-  Access* vo = reinterpret_cast<Access*>(out);
   const long long first = (long long)blockIdx.x * (kBlock * kPerThread);
   if (first + kBlock * kPerThread <= n_acc) {
-    vector_accesses<Rule, T, N, Access, kBlock, kPerThread, kLoad, false>(
-        in, vo, first + threadIdx.x, n_acc, policy);
+    vector_accesses<Sig, T, Access, kBlock, kPerThread, kLoad, false>(
+        p, s, first + threadIdx.x, n_acc, policy);
   } else {
-    vector_accesses<Rule, T, N, Access, kBlock, kPerThread, kLoad, true>(
-        in, vo, first + threadIdx.x, n_acc, policy);
+    vector_accesses<Sig, T, Access, kBlock, kPerThread, kLoad, true>(
+        p, s, first + threadIdx.x, n_acc, policy);
   }
   const long long tail = n - n_acc * kWidth;
   const long long t = (long long)blockIdx.x * kBlock + threadIdx.x;
   if (t < tail) {
     const long long j = n_acc * kWidth + t;
-    T v[N];
+    T v[Sig::kInputs], o[AtLeastOne<Sig::kOutputs>::value];
 #pragma unroll
-    for (int k = 0; k < N; ++k) v[k] = in.p[k][j];
-    out[j] = apply_rule<Rule>(v);
+    for (int k = 0; k < Sig::kInputs; ++k) v[k] = p.in[k][j];
+    apply_element<Sig>(v, o, s);
+    store_element<Sig>(p, v, o, j, nullptr);
   }
 }
 

@@ -74,22 +74,37 @@ inline std::atomic<int>& forced_vector_shape() {
   return forced;
 }
 
-// The instance slot of a call (0: the simple kernel; 1 + i: vector shape i):
-// the device's table's shape for this op and size, if every pointer is aligned
-// to its access; otherwise (an offset slice such as x[1:]) the simple kernel,
-// correct but not vectorized.
-inline int pick_slot(const OpInfo& op, int dtype, const void* const* in,
-                     const void* out, int64_t n, int device) {
-  if (!op.vectorized) return 0;
+// The kernel's parameters for one call, built by the caller (the types depend
+// on the op's signature and dtype): Pointers<T, N, M>, its Scalars, and the
+// Strided<N> geometry, or nullptr for same-shape contiguous tensors.
+struct LaunchArgs {
+  void* pointers;
+  void* scalars;
+  void* strided;
+};
+
+// The instance slot of a call: strided where the call needs it; else the
+// device's table's vector shape for this op and size, if every pointer is
+// aligned to its access; otherwise (an offset slice such as x[1:]) the simple
+// kernel, correct but not vectorized. `data`: the inputs' then the outputs'.
+inline int pick_slot(const OpInfo& op, int dtype, const void* const* data,
+                     bool strided, int64_t n, int device) {
+  if (strided) return kStridedSlot;
+  if (!op.vectorized) return kSimpleSlot;
   int shape = forced_vector_shape().load(std::memory_order_relaxed);
+  // The tables were measured for one to three streams read per element.
+  const int streams = op.num_inputs < CEE_MAX_INPUTS ? op.num_inputs
+                                                     : CEE_MAX_INPUTS;
   if (shape < 0)
     shape =
-        choose_vector_shape(launch_table_of_device(device), op.arity,
+        choose_vector_shape(launch_table_of_device(device), streams,
                             cee_dtype_sizes[dtype], n * cee_dtype_sizes[dtype]);
   const int access = cee_vector_shapes[shape].access_bytes;
-  bool ok = aligned_to(out, access);
-  for (int k = 0; k < op.arity; ++k) ok = ok && aligned_to(in[k], access);
-  return ok ? 1 + shape : 0;
+  // A forced shape no table gives this op has no instance: the simple kernel.
+  bool ok = op.kernels[(kFirstVectorSlot + shape) * CEE_NUM_DTYPES + dtype] >= 0;
+  for (int k = 0; k < op.num_inputs + op.num_outputs; ++k)
+    ok = ok && aligned_to(data[k], access);
+  return ok ? kFirstVectorSlot + shape : kSimpleSlot;
 }
 
 // Blocks and threads for a slot: one thread per element, or per access; the
@@ -98,8 +113,8 @@ inline int pick_slot(const OpInfo& op, int dtype, const void* const* in,
 inline void launch_shape(int slot, int dtype, int64_t n, unsigned* grid,
                          unsigned* block) {
   int64_t width = 1, per_thread = 1, threads = CEE_SIMPLE_BLOCK;
-  if (slot > 0) {
-    const VectorShape& shape = cee_vector_shapes[slot - 1];
+  if (slot >= kFirstVectorSlot) {
+    const VectorShape& shape = cee_vector_shapes[slot - kFirstVectorSlot];
     width = shape.access_bytes / cee_dtype_sizes[dtype];
     per_thread = shape.per_thread;
     threads = shape.block;
@@ -110,24 +125,22 @@ inline void launch_shape(int slot, int dtype, int64_t n, unsigned* grid,
   *block = (unsigned)threads;
 }
 
-// out[i] = rule(in[0][i], ...) for i in [0, n) on `device`, `stream`. Returns
-// 0, or the launcher's error (message, naming op.qualname, in err).
+// The op over n elements on `device`, `stream`. Returns 0, or the launcher's
+// error (message, naming op.qualname, in err).
 inline int launch_elementwise(const OpInfo& op, int dtype,
-                              const void* const* in, void* out, int64_t n,
-                              int device, void* stream, char* err,
+                              const void* const* data, const LaunchArgs& args,
+                              int64_t n, int device, void* stream, char* err,
                               size_t err_len) {
   if (n == 0) return 0;
-  const int slot = pick_slot(op, dtype, in, out, n, device);
+  const int slot = pick_slot(op, dtype, data, args.strided != nullptr, n, device);
   unsigned grid, block;
   launch_shape(slot, dtype, n, &grid, &block);
-  // The kernels' parameters: Inputs<T, N> (the pointers, by value), T* out,
-  // long long n.
-  KernelInputs inputs = {};
-  for (int k = 0; k < op.arity; ++k) inputs.p[k] = in[k];
   long long count = n;
-  void* args[] = {&inputs, &out, &count};
+  void* with_geometry[] = {args.pointers, args.scalars, args.strided, &count};
+  void* contiguous[] = {args.pointers, args.scalars, &count};
   return cee_launch(op.kernels[slot * CEE_NUM_DTYPES + dtype], grid, block,
-                    args, device, stream, op.qualname, err, err_len);
+                    args.strided ? with_geometry : contiguous, device, stream,
+                    op.qualname, err, err_len);
 }
 
 }  // namespace cee

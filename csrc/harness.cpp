@@ -13,6 +13,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -66,58 +67,118 @@ void check(CUresult status, const char* what) {
   std::exit(2);
 }
 
+// The op's sample scalars (harness: defaults or declared examples).
+cee::ScalarValues sample_scalars(const cee::OpInfo& op) {
+  cee::ScalarValues values = {};
+  for (int j = 0; j < op.num_scalars; ++j) {
+    values.real[j] = op.scalar_samples[j];
+    values.integer[j] = (long long)op.scalar_samples[j];
+  }
+  return values;
+}
+
+// Whether the GPU's element equals the host's: bit for bit, or within the
+// op's declared tolerance for this dtype (NaN equals NaN).
+template <typename T>
+bool matches(const cee::OpInfo& op, int dtype, const T& got, const T& want) {
+  if (std::memcmp(&got, &want, sizeof(T)) == 0) return true;
+  if (!op.tolerance) return false;
+  const double g = static_cast<double>(got), w = static_cast<double>(want);
+  if (g != g && w != w) return true;
+  const double rtol = op.tolerance[dtype][0], atol = op.tolerance[dtype][1];
+  return std::fabs(g - w) <= atol + rtol * std::fabs(w);
+}
+
 // Runs one case of one op; returns the number of wrong elements (exits on CUDA
-// errors).
-template <typename Rule, int N, typename T>
+// errors). Inputs the op updates in place are checked like outputs.
+template <typename Sig, typename T>
 int64_t run_case(const cee::OpInfo& op, int dtype, const char* name, int64_t n,
                  int64_t offset, std::mt19937_64& rng) {
+  constexpr int N = Sig::kInputs, M = Sig::kOutputs;
+  constexpr int kOut = cee::AtLeastOne<M>::value;
+  typedef typename cee::Compute<T>::type C;
   const size_t bytes = (n + offset) * sizeof(T);
-  std::vector<T> in[N], out(n + offset);
-  CUdeviceptr din[N], dout;
-  const void* args[N];
+  std::vector<T> in[N], out[kOut];
+  CUdeviceptr din[N], dout[kOut];
+  cee::Pointers<T, N, M> pointers = {};
+  const void* data[N + kOut];
   for (int k = 0; k < N; ++k) {
     in[k].resize(n + offset);
     for (auto& x : in[k]) x = random_value<T>(rng);
     check(driver.mem_alloc(&din[k], bytes), "cuMemAlloc");
     check(driver.htod(din[k], in[k].data(), bytes), "cuMemcpyHtoD");
-    args[k] = (const void*)(din[k] + offset * sizeof(T));
+    data[k] = pointers.in[k] = (T*)(din[k] + offset * sizeof(T));
   }
-  check(driver.mem_alloc(&dout, bytes), "cuMemAlloc");
   std::vector<T> poison(n + offset);
   std::memset(poison.data(), 0xff, bytes);  // unwritten output shows
-  check(driver.htod(dout, poison.data(), bytes), "cuMemcpyHtoD");
+  for (int j = 0; j < M; ++j) {
+    out[j].resize(n + offset);
+    check(driver.mem_alloc(&dout[j], bytes), "cuMemAlloc");
+    check(driver.htod(dout[j], poison.data(), bytes), "cuMemcpyHtoD");
+    data[N + j] = pointers.out[j] = (T*)(dout[j] + offset * sizeof(T));
+  }
+  const cee::ScalarValues values = sample_scalars(op);
+  typename Sig::template Scalars<C> scalars = Sig::template scalars<C>(values);
+  const cee::LaunchArgs args = {&pointers, &scalars, nullptr};
   char err[1024] = {0};
-  if (cee::launch_elementwise(op, dtype, args,
-                              (void*)(dout + offset * sizeof(T)), n, 0, nullptr,
-                              err, sizeof err) != 0) {
+  if (cee::launch_elementwise(op, dtype, data, args, n, 0, nullptr, err,
+                              sizeof err) != 0) {
     std::fprintf(stderr, "%s\n", err);
     std::exit(2);
   }
   check(driver.synchronize(), "cuCtxSynchronize");
-  check(driver.dtoh(out.data(), dout, bytes), "cuMemcpyDtoH");
+  std::vector<T> updated[N];
+  for (int k = 0; k < N; ++k)
+    if (Sig::kMutated & (1u << k)) {
+      updated[k].resize(n + offset);
+      check(driver.dtoh(updated[k].data(), din[k], bytes), "cuMemcpyDtoH");
+    }
+  for (int j = 0; j < M; ++j)
+    check(driver.dtoh(out[j].data(), dout[j], bytes), "cuMemcpyDtoH");
   int64_t wrong = 0;
   for (int64_t i = 0; i < n; ++i) {
-    T v[N];
+    T v[N], o[kOut];
     for (int k = 0; k < N; ++k) v[k] = in[k][offset + i];
-    T want = cee::apply_rule<Rule>(v);
-    if (std::memcmp(&want, &out[offset + i], sizeof(T)) != 0) ++wrong;
+    cee::apply_element<Sig>(v, o, scalars);
+    bool ok = true;
+    for (int k = 0; k < N; ++k)
+      if (Sig::kMutated & (1u << k))
+        ok = ok && matches(op, dtype, updated[k][offset + i], v[k]);
+    for (int j = 0; j < M; ++j)
+      ok = ok && matches(op, dtype, out[j][offset + i], o[j]);
+    wrong += !ok;
   }
   for (int k = 0; k < N; ++k) driver.mem_free(din[k]);
-  driver.mem_free(dout);
+  for (int j = 0; j < M; ++j) driver.mem_free(dout[j]);
   if (wrong)
     std::printf("MISMATCH %s %s n=%lld offset=%lld: %lld wrong\n", op.name,
                 name, (long long)n, (long long)offset, (long long)wrong);
   return wrong;
 }
 
-template <typename Rule, int N, typename T>
+template <typename Sig, typename T>
 int64_t run_dtype(const cee::OpInfo& op, int dtype, const char* name,
                   std::mt19937_64& rng, const std::vector<int64_t>& sizes) {
-  if (op.kernels[dtype] < 0) return 0;  // not one of the op's dtypes
   int64_t wrong = 0;
   for (int64_t n : sizes)
     for (int64_t offset : {0, 1, 3})
-      wrong += run_case<Rule, N, T>(op, dtype, name, n, offset, rng);
+      wrong += run_case<Sig, T>(op, dtype, name, n, offset, rng);
+  return wrong;
+}
+
+// Every dtype the op declares (or float32 alone, if it has it and `one`).
+template <typename Sig>
+int64_t run_op(const cee::OpInfo& op, std::mt19937_64& rng,
+               const std::vector<int64_t>& sizes, bool one) {
+  int64_t wrong = 0;
+#define CEE_RUN_DTYPE(id, device_type, size, scalar_type, name)          \
+  static_assert(sizeof(HostType_##name) == size, #name);                 \
+  if constexpr ((Sig::kDtypes >> CEE_DTYPE_##id) & 1u)                   \
+    if (!one || CEE_DTYPE_##id == CEE_DTYPE_FLOAT32)                     \
+      wrong += run_dtype<Sig, HostType_##name>(op, CEE_DTYPE_##id, #name, \
+                                               rng, sizes);
+  CEE_FOR_EACH_DTYPE(CEE_RUN_DTYPE)
+#undef CEE_RUN_DTYPE
   return wrong;
 }
 
@@ -179,31 +240,13 @@ int main(int argc, char** argv) {
                                 1 << 20,
                                 (1 << 20) + 3,
                                 (5 << 20) + 7};
+  const bool one = argc > 1;
+  if (one) sizes = {std::atoll(argv[1])};
   int64_t wrong = 0;
-  if (argc > 1) {
-    sizes = {std::atoll(argv[1])};
-#define CEE_RUN_OP(op, rule, arity, schema)                              \
-  wrong += run_dtype<rule, arity, float>(cee_op_##op, CEE_DTYPE_FLOAT32, \
-                                         "float32", rng, sizes);
-    CEE_FOR_EACH_OP(CEE_RUN_OP)
-#undef CEE_RUN_OP
-    std::printf("%s\n", wrong ? "FAILED" : "OK");
-    return wrong ? 1 : 0;
-  }
-#define CEE_RUN_DTYPE(id, device_type, size, scalar_type, name)                \
-  static_assert(sizeof(HostType_##name) == size, #name);                       \
-  wrong += run_dtype<Rule, N, HostType_##name>(op, CEE_DTYPE_##id, #name, rng, \
-                                               sizes);
-#define CEE_RUN_OP(name, rule, arity, schema) \
-  {                                           \
-    typedef rule Rule;                        \
-    const int N = arity;                      \
-    const cee::OpInfo& op = cee_op_##name;    \
-    CEE_FOR_EACH_DTYPE(CEE_RUN_DTYPE)         \
-  }
+#define CEE_RUN_OP(name, signature, schema) \
+  wrong += run_op<signature>(cee_op_##name, rng, sizes, one);
   CEE_FOR_EACH_OP(CEE_RUN_OP)
 #undef CEE_RUN_OP
-#undef CEE_RUN_DTYPE
   std::printf("%s: %lld wrong elements\n", wrong ? "FAILED" : "OK",
               (long long)wrong);
   return wrong ? 1 : 0;

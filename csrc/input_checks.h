@@ -90,18 +90,55 @@ inline std::string supported_dtypes(const cee::OpInfo& op) {
   return out;
 }
 
-inline bool same_shape(const Tensor& a, const Tensor& b) {
-  if (a.dim() != b.dim()) return false;
+// A call's output shape: the inputs' shapes broadcast as torch's elementwise
+// ops do.
+struct Shape {
+  int64_t ndim = 0;
+  int64_t sizes[64] = {};  // torch caps tensors at 64 dimensions
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d = 0; d < ndim; ++d) n *= sizes[d];
+    return n;
+  }
+  bool equals(const Tensor& t) const {
+    if (t.dim() != ndim) return false;
+    for (int64_t d = 0; d < ndim; ++d)
+      if (t.size(d) != sizes[d]) return false;
+    return true;
+  }
+  std::string str() const {
+    std::string s = "[";
+    for (int64_t d = 0; d < ndim; ++d)
+      s += (d ? ", " : "") + std::to_string(sizes[d]);
+    return s + "]";
+  }
+};
+
+// The bytes a tensor's elements span, [first, last], for the overlap rules.
+inline void byte_span(const Tensor& t, uintptr_t* first, uintptr_t* last) {
+  int64_t extent = 0;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1) extent += (t.size(d) - 1) * t.stride(d);
+  *first = (uintptr_t)t.const_data_ptr();
+  *last = *first + (extent + 1) * t.element_size() - 1;
+}
+
+inline bool same_view(const Tensor& a, const Tensor& b) {
+  if (a.const_data_ptr() != b.const_data_ptr() || a.dim() != b.dim())
+    return false;
   for (int64_t d = 0; d < a.dim(); ++d)
-    if (a.size(d) != b.size(d)) return false;
+    if (a.size(d) != b.size(d) || (a.size(d) > 1 && a.stride(d) != b.stride(d)))
+      return false;
   return true;
 }
 
-// The one set of input rules for every op, said in the op's own input names.
-// The fake kernels (cuda_ext_example/ops.py) state the same rules for
-// torch.compile; a test compares the two messages case by case.
+// The one set of input rules for every op, said in the op's own input names:
+// the C++ Meta kernel runs them too, so torch.compile and FakeTensorMode get the
+// same errors. Returns the core's dtype index; the output shape in `shape`.
+// `fake`: the Meta kernel's call (fake tensors have no memory to compare).
 template <int N>
-int check_inputs(const cee::OpInfo& op, const Tensor (&in)[N]) {
+int check_inputs(const cee::OpInfo& op, const Tensor (&in)[N], Shape* shape,
+                 bool fake) {
   const char* both = N == 2 ? "both" : "all";
   const std::string first = op.inputs[0];
   for (int k = 0; k < N; ++k)
@@ -123,11 +160,46 @@ int check_inputs(const cee::OpInfo& op, const Tensor (&in)[N]) {
   if (!op_has_dtype(op, dtype))
     fail("unsupported dtype " + dtype_name(in[0].scalar_type()) +
          "; supported: " + supported_dtypes(op));
-  for (int k = 1; k < N; ++k)
-    if (!same_shape(in[0], in[k]))
-      fail("expected tensors of the same shape (no broadcasting), got " +
-           first + " " + shape_string(in[0]) + " and " + op.inputs[k] + " " +
-           shape_string(in[k]));
+  // Broadcasting: sizes aligned from the last dimension; 1 stretches.
+  shape->ndim = 0;
+  for (int k = 0; k < N; ++k)
+    if (in[k].dim() > shape->ndim) shape->ndim = in[k].dim();
+  for (int64_t d = 0; d < shape->ndim; ++d) shape->sizes[d] = 1;
+  for (int k = 0; k < N; ++k)
+    for (int64_t d = in[k].dim() - 1; d >= 0; --d) {  // the last first, as torch
+      const int64_t at = shape->ndim - in[k].dim() + d;
+      const int64_t size = in[k].size(d);
+      if (size == shape->sizes[at] || size == 1) continue;
+      if (shape->sizes[at] != 1)
+        fail("the shapes do not broadcast: " + first + " " +
+             shape_string(in[0]) + " and " + op.inputs[k] + " " +
+             shape_string(in[k]) + " differ at dimension " +
+             std::to_string(at - shape->ndim) + " (sizes must be equal or 1)");
+      shape->sizes[at] = size;
+    }
+  for (int k = 0; k < N; ++k) {
+    if (!(op.mutated & (1u << k))) continue;
+    const std::string name = op.inputs[k];
+    if (!shape->equals(in[k]))
+      fail(name + " is updated in place, so it must have the call's shape " +
+           shape->str() + ", got " + shape_string(in[k]));
+    for (int64_t d = 0; d < in[k].dim(); ++d)
+      if (in[k].size(d) > 1 && in[k].stride(d) == 0)
+        fail(name +
+             " is updated in place but several of its elements share memory "
+             "(an expanded view); pass a tensor that owns its elements");
+    if (fake || shape->numel() == 0) continue;
+    uintptr_t lo, hi;
+    byte_span(in[k], &lo, &hi);
+    for (int j = 0; j < N; ++j) {
+      if (j == k || in[j].numel() == 0) continue;
+      uintptr_t lo2, hi2;
+      byte_span(in[j], &lo2, &hi2);
+      if (lo <= hi2 && lo2 <= hi && !same_view(in[k], in[j]))
+        fail(name + " is updated in place and partly overlaps " +
+             op.inputs[j] + " in memory; pass separate tensors (or the same one)");
+    }
+  }
   return dtype;
 }
 

@@ -31,22 +31,34 @@ struct LaunchTable {
   const ShapeRule* rules[3][4];
 };
 
-// What the launcher passes as the kernels' first parameter, Inputs<T, N>: the
-// input pointers (N <= 3), by value.
-struct KernelInputs {
-  const void* p[3];
-};
+// The kinds of scalar arguments (ScalarValues: real for float, integer for
+// int and bool).
+enum ScalarKind { kScalarFloat = 0, kScalarInt = 1, kScalarBool = 2 };
+
+// The kernel slots of an op and dtype (buildtools/ops.py SIMPLE, STRIDED,
+// FIRST_VECTOR): the simple kernel, the strided one, then vector shape i at
+// kFirstVectorSlot + i.
+enum { kSimpleSlot = 0, kStridedSlot = 1, kFirstVectorSlot = 2 };
 
 // One declared op.
 struct OpInfo {
   const char* name;           // "my_add"
   const char* qualname;       // "cuda_ext_example.my_add": how errors name it
-  const char* const* inputs;  // the schema's names of the inputs: {"a", "b"}
-  int arity;
+  const char* const* inputs;  // the schema's names of the tensor inputs
+  int num_inputs;
+  int num_outputs;
+  unsigned mutated;  // bit k: input k is updated in place
+  const char* const* scalar_names;
+  const int* scalar_kinds;  // ScalarKind of each
+  int num_scalars;
+  // What the harness passes for each scalar: its default, or the declared
+  // example.
+  const double* scalar_samples;
+  // {rtol, atol} per dtype (torch.testing's), or nullptr: equal bit for bit.
+  const double (*tolerance)[2];
   bool vectorized;
   // kernels[slot * CEE_NUM_DTYPES + dtype]: the launcher's kernel index, -1
-  // where the op has no such dtype. Slot 0: the simple kernel; 1 + i: vector
-  // shape i.
+  // where the op has no such dtype.
   const int* kernels;
 };
 

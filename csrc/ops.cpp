@@ -10,7 +10,9 @@
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 
+#include <limits>
 #include <string>
+#include <type_traits>
 
 // clang-format off: first, the op table names ops by it
 #include "op_namespace.h"
@@ -57,108 +59,189 @@ GetCurrentCudaStream require_cuda_torch() {
 
 // ----------------------------------------------------------------- the ops
 
-// A new contiguous tensor like `t`. aoti_torch_empty_strided calls
-// at::empty_strided directly: a boxed dispatcher call
-// (torch::stable::new_empty) costs microseconds per op, which launch-bound
-// callers notice.
-Tensor empty_like_contiguous(const Tensor& t) {
-  const int64_t ndim = t.dim();
-  int64_t sizes[64], strides[64];  // torch caps tensors at 64 dimensions
+// A new contiguous tensor of `shape`, of `like`'s dtype and device.
+// aoti_torch_empty_strided calls at::empty_strided directly: a boxed dispatcher
+// call (torch::stable::new_empty) costs microseconds per op, which
+// launch-bound callers notice.
+Tensor empty_contiguous(const Shape& shape, const Tensor& like) {
+  int64_t strides[64];
   int64_t stride = 1;
-  for (int64_t d = ndim - 1; d >= 0; --d) {
-    sizes[d] = t.size(d);
+  for (int64_t d = shape.ndim - 1; d >= 0; --d) {
     strides[d] = stride;
-    stride *= sizes[d] > 1 ? sizes[d] : 1;
+    stride *= shape.sizes[d] > 1 ? shape.sizes[d] : 1;
   }
   int32_t dtype = 0, device_type = 0;
   AtenTensorHandle handle = nullptr;
-  if (aoti_torch_get_dtype(t.get(), &dtype) != AOTI_TORCH_SUCCESS ||
-      aoti_torch_get_device_type(t.get(), &device_type) != AOTI_TORCH_SUCCESS ||
-      aoti_torch_empty_strided(ndim, sizes, strides, dtype, device_type,
-                               t.get_device_index(),
+  if (aoti_torch_get_dtype(like.get(), &dtype) != AOTI_TORCH_SUCCESS ||
+      aoti_torch_get_device_type(like.get(), &device_type) !=
+          AOTI_TORCH_SUCCESS ||
+      aoti_torch_empty_strided(shape.ndim, shape.sizes, strides, dtype,
+                               device_type, like.get_device_index(),
                                &handle) != AOTI_TORCH_SUCCESS)
     torch_call_failed("allocating the output");
   return Tensor(handle);
 }
 
-// Where an op's kernel runs. Meta: the input checks and an output on the meta
+// The strided kernels' geometry of a call: each input's strides over the
+// output's dimensions (0 where it broadcasts), size-1 dimensions dropped and
+// neighbours merged where every input allows. False if more than kMaxDims are
+// left.
+template <int N>
+bool make_strided(const Tensor (&in)[N], const Shape& shape, Strided<N>* g) {
+  g->ndim = 0;
+  for (int64_t d = 0; d < shape.ndim; ++d) {
+    if (shape.sizes[d] == 1) continue;
+    long long strides[N];
+    for (int k = 0; k < N; ++k) {
+      const int64_t own = d - (shape.ndim - in[k].dim());
+      strides[k] = own < 0 || in[k].size(own) == 1 ? 0 : in[k].stride(own);
+    }
+    const int last = g->ndim - 1;
+    bool merge = last >= 0;
+    for (int k = 0; merge && k < N; ++k)
+      merge = g->strides[k][last] == strides[k] * shape.sizes[d];
+    if (merge) {
+      g->sizes[last] *= shape.sizes[d];
+      for (int k = 0; k < N; ++k) g->strides[k][last] = strides[k];
+      continue;
+    }
+    if (g->ndim == kMaxDims) return false;
+    g->sizes[g->ndim] = shape.sizes[d];
+    for (int k = 0; k < N; ++k) g->strides[k][g->ndim] = strides[k];
+    ++g->ndim;
+  }
+  return true;
+}
+
+// A scalar argument that the dtype cannot hold is refused, as torch refuses
+// alpha=1000 for int8 tensors.
+template <typename T>
+void check_scalars_fit(const OpInfo& op, const ScalarValues& values) {
+  typedef typename Compute<T>::type C;
+  for (int j = 0; j < op.num_scalars; ++j) {
+    const std::string name = op.scalar_names[j];
+    if constexpr (std::is_integral_v<T>) {
+      const long long v = values.integer[j];
+      if (op.scalar_kinds[j] == kScalarInt &&
+          (v < (long long)std::numeric_limits<T>::min() ||
+           (v > 0 && (unsigned long long)v >
+                         (unsigned long long)std::numeric_limits<T>::max())))
+        fail(name + "=" + std::to_string(v) + " does not fit the tensors' " +
+             "dtype");
+    }
+    if constexpr (std::is_same_v<C, float>) {
+      const double v = values.real[j];
+      if (op.scalar_kinds[j] == kScalarFloat && v - v == 0 &&
+          (v > std::numeric_limits<float>::max() ||
+           v < -std::numeric_limits<float>::max()))
+        fail(name + "=" + std::to_string(v) +
+             " does not fit float, the compute type of the tensors' dtype");
+    }
+  }
+}
+
+// Where an op's kernel runs. Meta: the input checks and outputs on the meta
 // device, which is what torch.compile and FakeTensorMode run, so the rules
 // are stated once, here, for real and fake tensors alike.
 enum class Backend { Cpu, Cuda, Meta };
 
-// Checks the inputs, packs non-contiguous ones (transposes, strided slices; an
-// offset slice like x[1:] stays as it is, the kernels handle its alignment) and
-// allocates the contiguous output; then the CPU kernel or the CUDA launch.
-template <typename Rule, int N, Backend kBackend>
-Tensor run_elementwise(const cee::OpInfo& op, Tensor (&in)[N]) {
-  constexpr bool kCuda = kBackend == Backend::Cuda;
-  // First: on a CPU-only torch, say that and only that.
-  const GetCurrentCudaStream get_stream =
-      kCuda ? require_cuda_torch() : nullptr;
-  const int dtype = check_inputs(op, in);
-  if (kBackend == Backend::Meta) return empty_like_contiguous(in[0]);
+// The call's kernel parameters for dtype T, then the CPU kernel or the launch.
+template <typename Sig, typename T, Backend kBackend>
+void run_typed(const OpInfo& op, const Tensor (&in)[Sig::kInputs],
+               Tensor (&out)[AtLeastOne<Sig::kOutputs>::value],
+               const ScalarValues& values, const Shape& shape,
+               GetCurrentCudaStream get_stream) {
+  constexpr int N = Sig::kInputs, M = Sig::kOutputs;
+  typedef typename Compute<T>::type C;
+  check_scalars_fit<T>(op, values);
+  Pointers<T, N, M> pointers = {};
+  const void* data[N + AtLeastOne<M>::value];
   for (int k = 0; k < N; ++k)
-    if (!in[k].is_contiguous())
-      in[k] = torch_call("packing a non-contiguous input",
-                         [&] { return torch::stable::contiguous(in[k]); });
-  Tensor out = empty_like_contiguous(in[0]);
-  const int64_t n = out.numel();
-  if (n == 0) return out;
-  const void* data[N];
-  for (int k = 0; k < N; ++k) data[k] = in[k].const_data_ptr();
-  if (!kCuda) {
-    cpu_kernel<Rule, N>(dtype)(data, out.mutable_data_ptr(), n);
-    return out;
+    data[k] = pointers.in[k] = static_cast<T*>(
+        (op.mutated & (1u << k)) ? in[k].mutable_data_ptr()
+                                 : const_cast<void*>(in[k].const_data_ptr()));
+  for (int j = 0; j < M; ++j)
+    data[N + j] = pointers.out[j] = static_cast<T*>(out[j].mutable_data_ptr());
+  typename Sig::template Scalars<C> scalars = Sig::template scalars<C>(values);
+  bool same = true;
+  for (int k = 0; k < N; ++k)
+    same = same && shape.equals(in[k]) && in[k].is_contiguous();
+  Strided<N> geometry;
+  if (!same && !make_strided(in, shape, &geometry))
+    fail("the call needs more than " + std::to_string(kMaxDims) +
+         " dimensions that cannot be merged (output shape " + shape.str() +
+         "); make the inputs contiguous first");
+  const void* strided = same ? nullptr : &geometry;
+  const int64_t n = shape.numel();
+  if (kBackend == Backend::Cpu) {
+    cpu_elementwise<Sig, T>(&pointers, &scalars, strided, n);
+    return;
   }
   if (!in[0].is_cuda())
     fail("the CUDA kernel got tensors on " + device_name(in[0].device()));
   // No device guard: nothing here uses the current device. The allocations
-  // guard themselves (at::empty_strided, contiguous), the stream is asked for
-  // by index, and the launcher makes the device's primary context current
-  // only if it is not (csrc/launcher.cpp). A guard per call cost a guard
-  // object's create and destroy through the shim on every launch.
+  // guard themselves (at::empty_strided), the stream is asked for by index,
+  // and the launcher makes the device's primary context current only if it is
+  // not (csrc/launcher.cpp). A guard per call cost a guard object's create and
+  // destroy through the shim on every launch.
   const int32_t device = in[0].get_device_index();
   void* stream = nullptr;
   if (get_stream(device, &stream) != AOTI_TORCH_SUCCESS)
     torch_call_failed("getting torch's current CUDA stream");
+  const LaunchArgs args = {&pointers, &scalars, const_cast<void*>(strided)};
   char err[1024] = {0};
-  if (cee::launch_elementwise(op, dtype, data, out.mutable_data_ptr(), n,
-                              device, stream, err, sizeof err) != 0)
+  if (launch_elementwise(op, dtype_index(in[0].scalar_type()), data, args, n,
+                         device, stream, err, sizeof err) != 0)
     throw std::runtime_error(err);  // already names the op
-  return out;
 }
 
-// The typed functions torch boxes, one per arity.
-template <int N, const cee::OpInfo* op, typename Rule, Backend kBackend>
-struct Entry;
-template <const cee::OpInfo* op, typename Rule, Backend kBackend>
-struct Entry<1, op, Rule, kBackend> {
-  static Tensor call(Tensor x) {
-    Tensor in[1] = {x};
-    return run_elementwise<Rule, 1, kBackend>(*op, in);
+// One op's boxed kernel: unboxes the tensors and scalars, checks them,
+// allocates the outputs, runs the dtype's kernel and boxes the outputs.
+template <typename Sig, const OpInfo* op, Backend kBackend>
+void run_elementwise(StableIValue* stack, uint64_t, uint64_t) {
+  constexpr int N = Sig::kInputs, M = Sig::kOutputs;
+  constexpr bool kCuda = kBackend == Backend::Cuda;
+  Tensor in[N];
+  for (int k = 0; k < N; ++k) in[k] = torch::stable::detail::to<Tensor>(stack[k]);
+  ScalarValues values = {};
+  for (int j = 0; j < op->num_scalars; ++j) {
+    const StableIValue v = stack[N + j];
+    if (op->scalar_kinds[j] == kScalarFloat)
+      values.real[j] = torch::stable::detail::to<double>(v);
+    else if (op->scalar_kinds[j] == kScalarInt)
+      values.integer[j] = torch::stable::detail::to<int64_t>(v);
+    else
+      values.integer[j] = torch::stable::detail::to<bool>(v);
   }
-};
-template <const cee::OpInfo* op, typename Rule, Backend kBackend>
-struct Entry<2, op, Rule, kBackend> {
-  static Tensor call(Tensor a, Tensor b) {
-    Tensor in[2] = {a, b};
-    return run_elementwise<Rule, 2, kBackend>(*op, in);
+  // First: on a CPU-only torch, say that and only that.
+  const GetCurrentCudaStream get_stream =
+      kCuda ? require_cuda_torch() : nullptr;
+  Shape shape;
+  const int dtype = check_inputs(*op, in, &shape, kBackend == Backend::Meta);
+  Tensor out[AtLeastOne<M>::value];
+  for (int j = 0; j < M; ++j) out[j] = empty_contiguous(shape, in[0]);
+  if (kBackend != Backend::Meta && shape.numel() > 0) {
+    bool ran = false;
+#define CEE_RUN_DTYPE(id, device_type, size, scalar_type, name)     \
+  if constexpr ((Sig::kDtypes >> CEE_DTYPE_##id) & 1u) {            \
+    if (dtype == CEE_DTYPE_##id) {                                  \
+      run_typed<Sig, HostType_##name, kBackend>(*op, in, out, values, \
+                                                shape, get_stream);  \
+      ran = true;                                                   \
+    }                                                               \
   }
-};
-template <const cee::OpInfo* op, typename Rule, Backend kBackend>
-struct Entry<3, op, Rule, kBackend> {
-  static Tensor call(Tensor a, Tensor b, Tensor c) {
-    Tensor in[3] = {a, b, c};
-    return run_elementwise<Rule, 3, kBackend>(*op, in);
+    CEE_FOR_EACH_DTYPE(CEE_RUN_DTYPE)
+#undef CEE_RUN_DTYPE
+    if (!ran) fail("no kernel for this dtype");  // check_inputs said otherwise
   }
-};
+  for (int j = 0; j < M; ++j) stack[j] = torch::stable::detail::from(out[j]);
+}
 
 // Each op's function per backend, boxed for torch.
-#define CEE_BOXED(name, rule, arity, schema)                               \
-  template <Backend kBackend>                                              \
-  constexpr BoxedKernel boxed_##name =                                     \
-      &guarded<TORCH_BOX(                                                  \
-                   (&Entry<arity, &cee_op_##name, rule, kBackend>::call)), \
+#define CEE_BOXED(name, signature, schema)                               \
+  template <Backend kBackend>                                            \
+  constexpr BoxedKernel boxed_##name =                                   \
+      &guarded<&run_elementwise<signature, &cee_op_##name, kBackend>,    \
                &cee_op_##name>;
 CEE_FOR_EACH_OP(CEE_BOXED)
 #undef CEE_BOXED
@@ -166,8 +249,7 @@ CEE_FOR_EACH_OP(CEE_BOXED)
 // Every op and its no-grad twin get the backend's kernel.
 template <Backend kBackend>
 void register_kernels(torch::stable::detail::StableLibrary& m) {
-#define CEE_IMPL(name, rule, arity, schema) \
-  m.impl(#name, boxed_##name<kBackend>);
+#define CEE_IMPL(name, signature, schema) m.impl(#name, boxed_##name<kBackend>);
   CEE_FOR_EACH_OP(CEE_IMPL)
 #undef CEE_IMPL
 #define CEE_IMPL_TWIN(name, twin, schema) m.impl(#twin, boxed_##name<kBackend>);
@@ -178,7 +260,7 @@ void register_kernels(torch::stable::detail::StableLibrary& m) {
 }  // namespace
 
 STABLE_TORCH_LIBRARY(CEE_NAMESPACE, m) {
-#define CEE_DEF(name, rule, arity, schema) m.def(schema);
+#define CEE_DEF(name, signature, schema) m.def(schema);
   CEE_FOR_EACH_OP(CEE_DEF)
 #undef CEE_DEF
   // Each op's no-grad twin: the same kernels, no autograd kernel (torch's

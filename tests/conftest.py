@@ -21,29 +21,70 @@ if Path(cuda_ext_example.__file__).resolve().parent == ROOT / "src" / "cuda_ext_
 
 
 class DeclaredOp:
-    """One op of ops/*/ops.toml as the tests see it: call it like the Python function,
-    compare it with .reference (the torch function its declaration names)."""
+    """One op of ops/*/ops.toml as the tests see it: its declared dtypes, sample arguments
+    (tensors, then the scalars' defaults or examples), its results (outputs, then the inputs
+    it updates in place, on copies) and the check against its reference: bit for bit, or
+    within the declared tolerance."""
 
     def __init__(self, name: str):
-        from cuda_ext_example.op_checks import reference
+        from cuda_ext_example import op_checks
 
         self.__name__ = name
         self.declaration = cuda_ext_example.ops.DECLARATIONS[name]
         self.function = getattr(cuda_ext_example, name)
-        self.reference = reference(self.declaration)
+        self.reference = op_checks.reference(self.declaration)
         self.arity = len(self.declaration["inputs"])
+        self.dtypes = [getattr(torch, d) for d in self.declaration["dtypes"]]
+        self.scalars = op_checks.scalar_samples(self.declaration)
+        self.functional = not self.declaration["mutates"] and len(self.declaration["outputs"]) == 1
+        self.differentiable = self.declaration["derivatives"] is not None
 
     def __call__(self, *args):
         return self.function(*args)
+
+    def sample(self, shape, dtype, device, generator=None) -> list:
+        """Random tensors for each input (those declared nonnegative: |x|)."""
+        from tests.helpers import random_tensor
+
+        tensors = []
+        for name in self.declaration["inputs"]:
+            t = random_tensor(shape, dtype, device, generator)
+            if name in self.declaration["nonnegative"] and dtype.is_floating_point:
+                t = t.abs()
+            tensors.append(t)
+        return tensors
+
+    def results(self, tensors, function=None) -> tuple:
+        from cuda_ext_example import op_checks
+
+        return op_checks.results(function or self.function, self.declaration, tensors, self.scalars)
+
+    def expected(self, tensors) -> tuple:
+        return self.results(tensors, self.reference)
+
+    def check(self, tensors, function=None) -> tuple:
+        """Runs the op (or `function`, called like it) and its reference on `tensors`;
+        asserts they agree as the declaration says; returns the op's results."""
+        from cuda_ext_example import op_checks
+
+        ours = self.results(tensors, function)
+        problem = op_checks.difference(self.declaration, ours, self.expected(tensors))
+        assert problem is None, f"{self.__name__} {tensors[0].dtype}: {problem}"
+        return ours
 
     def __repr__(self) -> str:
         return self.__name__
 
 
-# Every declared op (the per-op tests run on each: `any_op`), and the adds (`op`: the
-# tests written for a + b itself, its classic arange, its gradients, its mixed-input errors).
+# Every declared op (the per-op tests run on each: `any_op`), the functional ones (one new
+# output, nothing updated in place: `functional_op`), and the adds (`op`: the tests written
+# for a + b itself, its classic arange, its gradients, its mixed-input errors).
 DECLARED = {name: DeclaredOp(name) for name in cuda_ext_example.OP_NAMES}
-OPS = {name: op for name, op in DECLARED.items() if op.declaration["reference"] == "torch.add"}
+FUNCTIONAL = {name: op for name, op in DECLARED.items() if op.functional}
+DIFFERENTIABLE = {name: op for name, op in FUNCTIONAL.items() if op.differentiable}
+OPS = {
+    name: op for name, op in DECLARED.items() if op.declaration["reference"] == "torch.add(a, b)"
+}
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
@@ -98,6 +139,16 @@ def op(request):
 @pytest.fixture(params=list(DECLARED), ids=list(DECLARED))
 def any_op(request):
     return DECLARED[request.param]
+
+
+@pytest.fixture(params=list(FUNCTIONAL), ids=list(FUNCTIONAL))
+def functional_op(request):
+    return FUNCTIONAL[request.param]
+
+
+@pytest.fixture(params=list(DIFFERENTIABLE), ids=list(DIFFERENTIABLE))
+def diff_op(request):
+    return DIFFERENTIABLE[request.param]
 
 
 @pytest.fixture(params=DEVICES)

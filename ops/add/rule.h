@@ -5,13 +5,9 @@
 #pragma once
 #include "element_math.h"
 
-namespace cee_ops {
-
 struct Add {
   template <typename C>
   CEE_HOST_DEVICE static C apply(C a, C b) {
     return a + b;
   }
 };
-
-}  // namespace cee_ops

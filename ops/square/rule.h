@@ -3,13 +3,9 @@
 #pragma once
 #include "element_math.h"
 
-namespace cee_ops {
-
 struct Square {
   template <typename C>
   CEE_HOST_DEVICE static C apply(C x) {
     return x * x;
   }
 };
-
-}  // namespace cee_ops

@@ -571,16 +571,20 @@ def gate_one_extension(wheel: Path, cfg: config.BuildConfig, torch_include: Path
 DRIVER_OF_CUDA_MAJOR = {12: "525.60.13", 13: "580.65.06"}
 
 
-def kernel_dtypes(so: Path) -> list[str]:
-    """The dtypes the binary has simple-kernel instances for, as torch's Python names: read
-    from the name expressions the launcher's table carries (cee_generated.h puts them in
-    the binary as strings, next to NVRTC's lowered names)."""
+def kernel_dtypes(so: Path) -> dict[str, list[str]]:
+    """The dtypes the binary has simple-kernel instances for, per rule folder, as torch's
+    Python names: read from the name expressions the launcher's table carries
+    (cee_generated.h puts them in the binary as strings, next to NVRTC's lowered names)."""
     from buildtools import ops
 
-    found = set(
-        re.findall(rb"cee::elementwise_simple<cee_ops::\w+, ([\w ]+), \d>", so.read_bytes())
-    )
-    return [d.name for d in ops.DTYPES.values() if d.device_type.encode() in found]
+    found: dict[str, set[bytes]] = {}
+    pattern = rb"cee::elementwise_simple<cee_rule_(\w+)::Signature, ([\w ]+)>"
+    for folder, device_type in re.findall(pattern, so.read_bytes()):
+        found.setdefault(folder.decode(), set()).add(device_type)
+    return {
+        folder: [d.name for d in ops.DTYPES.values() if d.device_type.encode() in types]
+        for folder, types in found.items()
+    }
 
 
 def record_vs_pyproject(record: dict, cfg: config.BuildConfig) -> list[str]:
@@ -624,9 +628,17 @@ def record_vs_binary(record: dict, so: Path, torch_include: Path) -> list[str]:
         problems.append(
             f"glibc_floor {record.get('glibc_floor')} but the binary needs {newest_glibc}"
         )
-    dtypes = kernel_dtypes(so)
-    if sorted(record.get("dtypes") or []) != sorted(dtypes):
-        problems.append(f"dtypes {record.get('dtypes')} but the binary has kernels for {dtypes}")
+    by_folder = kernel_dtypes(so)
+    every = sorted({d for dtypes in by_folder.values() for d in dtypes})
+    if not set(every) <= set(record.get("dtypes") or []):
+        problems.append(f"dtypes {record.get('dtypes')} but the binary has kernels for {every}")
+    for op in record.get("ops") or []:
+        has = by_folder.get(op.get("folder"), [])
+        if sorted(has) != sorted(op.get("dtypes") or []):
+            problems.append(
+                f"{op.get('name')} declares dtypes {op.get('dtypes')} but the binary has "
+                f"kernels for {has}"
+            )
     return problems
 
 

@@ -64,11 +64,16 @@ def below_autograd(twin, overload, private: SimpleNamespace | None = PRIVATE) ->
 
 
 def plain_call_to_twin(
-    overload, twin, transformed_call: Callable, private: SimpleNamespace | None = PRIVATE
+    overload,
+    twin,
+    transformed_call: Callable,
+    private: SimpleNamespace | None = PRIVATE,
+    tensors: int | None = None,
 ) -> Callable | None:
     """The wrapper's call for the op: the twin for a plain no-grad call outside every mode
     and trace, `transformed_call` under torch.func, the public op otherwise. None without
-    the private checks (the caller then takes the public route)."""
+    the private checks (the caller then takes the public route). The first `tensors`
+    arguments are the op's tensors (None: all), the rest its scalars."""
     if private is None or twin is None:
         return None
     is_dynamo_compiling = torch.compiler.is_dynamo_compiling  # public, and cheapest first
@@ -84,15 +89,16 @@ def plain_call_to_twin(
     plain = (torch.Tensor, torch.nn.Parameter)
 
     def call(*args):
+        inputs = args if tensors is None else args[:tensors]
         if is_dynamo_compiling():  # dynamo records the public op and traces nothing below
             return overload(*args)
         if forward_ad._current_level >= 0 or functorch():
             return transformed_call(*args)
-        for a in args:
+        for a in inputs:
             if a.__class__ not in plain:  # a subclass sees the public op; a non-tensor fails
                 return overload(*args)
         if grad_enabled():
-            for a in args:
+            for a in inputs:
                 if a.requires_grad:
                     return overload(*args)
         if dispatch_modes() or function_modes() or tracing():

@@ -1,9 +1,14 @@
-"""Every declared op against the torch function it equals bit for bit (its ops.toml
-`reference`): what doctor, the smoke test, the sanitizer run and the JIT check run, so a
-new op is checked by all of them without being named anywhere."""
+"""Every declared op against what its ops.toml says it equals (`reference`, a Python
+expression of its arguments; bit for bit, or within the declared `tolerance`): what doctor,
+the smoke test, the sanitizer run, the JIT check and the tests run, so a new op is checked
+by all of them without being named anywhere.
+
+An op's results are its outputs, then the inputs it updates in place (called on copies,
+so the caller's tensors are never changed)."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 import torch
@@ -12,31 +17,105 @@ from .ops import DECLARATIONS
 
 
 def reference(op: dict) -> Callable:
-    """'torch.square' -> torch.square (a torch function; nothing else is looked up)."""
-    path = op["reference"].split(".")
-    if path[0] != "torch":
-        raise ValueError(f"{op['name']}: reference {op['reference']!r} is not a torch function")
-    found = torch
-    for part in path[1:]:
-        found = getattr(found, part)
-    return found
+    """The op's reference as a function of its arguments (tensors, then scalars): its
+    ops.toml expression, with torch and its folder's reference.py functions in scope."""
+    scope = {"torch": torch}
+    try:
+        module = importlib.import_module(f"{__package__}.op_references.{op['folder']}")
+        scope.update({k: v for k, v in vars(module).items() if not k.startswith("_")})
+    except ModuleNotFoundError:
+        pass
+    code = compile(op["reference"], f"ops/{op['folder']}/ops.toml reference", "eval")
+    names = list(op["inputs"]) + [s["name"] for s in op["scalars"]]
+
+    def call(*args):
+        return eval(code, {**scope, **dict(zip(names, args, strict=True))})  # noqa: S307
+
+    call.__name__ = f"reference of {op['name']}"
+    return call
+
+
+def scalar_samples(op: dict) -> list:
+    """Each scalar's default or declared example value."""
+    return [s["sample"] for s in op["scalars"]]
+
+
+def results(function: Callable, op: dict, tensors: list, scalars: list) -> tuple:
+    """function(*tensors, *scalars)'s results: its outputs, then the inputs it updates in
+    place (on clones of those)."""
+    tensors = [
+        t.clone() if name in op["mutates"] else t
+        for name, t in zip(op["inputs"], tensors, strict=True)
+    ]
+    out = function(*tensors, *scalars)
+    outs = () if not op["outputs"] else (out,) if len(op["outputs"]) == 1 else tuple(out)
+    updated = tuple(
+        t for name, t in zip(op["inputs"], tensors, strict=True) if name in op["mutates"]
+    )
+    return outs + updated
+
+
+def tolerance(op: dict, dtype: torch.dtype) -> dict | None:
+    """{rtol, atol} the op declares for dtype, or None: bit for bit."""
+    declared = op.get("tolerance") or {}
+    return declared.get(str(dtype).removeprefix("torch."))
+
+
+def difference(op: dict, ours: tuple, theirs: tuple) -> str | None:
+    """None if each result equals the reference's as the declaration says (bit for bit,
+    or within its tolerance, NaN equal to NaN); else what differs."""
+    if len(ours) != len(theirs):
+        return f"{len(ours)} results, the reference gave {len(theirs)}"
+    for got, want in zip(ours, theirs, strict=True):
+        if got.shape != want.shape or got.dtype != want.dtype or got.device != want.device:
+            return f"got {_describe(got)}, the reference {_describe(want)}"
+        tol = tolerance(op, got.dtype)
+        if tol is None:
+            same = torch.equal(_bytes(got), _bytes(want))
+            if not same:
+                count = int((got != want).sum()) if got.numel() else 0
+                return f"not bit for bit equal ({count} elements differ)"
+            continue
+        try:
+            torch.testing.assert_close(got, want, equal_nan=True, **tol)
+        except AssertionError as error:
+            return str(error).splitlines()[0] + f" (declared {tol})"
+    return None
+
+
+def _describe(t: torch.Tensor) -> str:
+    return f"{t.dtype}{list(t.shape)} on {t.device}"
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
 
 
 def sample_inputs(op: dict, n: int, device, dtype=torch.float32, generator=None) -> list:
-    """One tensor per input, values spread over the dtype (integers wrap past their range)."""
-    return [(torch.randn(n, generator=generator) * 100).to(dtype).to(device) for _ in op["inputs"]]
+    """One tensor per input, values spread over the dtype (integers wrap past their range;
+    the inputs declared nonnegative hold |x|)."""
+    tensors = []
+    for name in op["inputs"]:
+        t = torch.randn(n, generator=generator) * 100
+        if name in op.get("nonnegative", ()):
+            t = t.abs()
+        tensors.append(t.to(dtype).to(device))
+    return tensors
 
 
 def mismatches(ops_module, device, dtype=torch.float32, n: int = 1000) -> list[str]:
-    """'<op> <dtype>' for each op of `ops_module` (cuda_ext_example, or the JIT's torch.ops
-    namespace) whose result differs from its reference on `device`."""
+    """'<op> <dtype>: what differs' for each op of `ops_module` (cuda_ext_example, or the
+    JIT's torch.ops namespace) that differs from its reference on `device`."""
     wrong = []
     for name, op in DECLARATIONS.items():
         if str(dtype).removeprefix("torch.") not in op["dtypes"]:
             continue
-        inputs = sample_inputs(op, n, device, dtype)
-        if not torch.equal(getattr(ops_module, name)(*inputs), reference(op)(*inputs)):
-            wrong.append(f"{name} {dtype}")
+        tensors, scalars = sample_inputs(op, n, device, dtype), scalar_samples(op)
+        ours = results(getattr(ops_module, name), op, tensors, scalars)
+        theirs = results(reference(op), op, tensors, scalars)
+        problem = difference(op, ours, theirs)
+        if problem:
+            wrong.append(f"{name} {dtype}: {problem}")
     return wrong
 
 

@@ -20,7 +20,7 @@ from .torch_errors import raise_torch_error
 
 NAMESPACE = "cuda_ext_example"
 _RECORD = load_build_info() or {}
-# name -> {"inputs": [...], "doc": ..., "derivatives": {input: expression} or None, ...}
+# name -> what ops.toml declares: inputs, scalars, outputs, reference, derivatives, ...
 DECLARATIONS: dict[str, dict] = {op["name"]: op for op in _RECORD.get("ops", [])}
 OP_NAMES = tuple(DECLARATIONS)
 
@@ -28,14 +28,78 @@ OP_NAMES = tuple(DECLARATIONS)
 SUPPORTED_DTYPES = tuple(getattr(torch, name) for name in _RECORD.get("dtypes", []))
 
 
+def _tensor_count(op: dict) -> int:
+    return len(op["inputs"])
+
+
+def _python_signature(op: dict) -> inspect.Signature:
+    """The op's Python signature: its tensors, then its scalars with their defaults."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    tensors = [inspect.Parameter(x, kind) for x in op["inputs"]]
+    scalars = [
+        inspect.Parameter(s["name"], kind, default=s["default"])
+        if s["default"] is not None
+        else inspect.Parameter(s["name"], kind)
+        for s in op["scalars"]
+    ]
+    return inspect.Signature(tensors + scalars)
+
+
+SCALAR_TYPES = {"float": (float, int), "int": (int,), "bool": (bool,)}
+
+
 def _check_types(op: dict, args: tuple, namespace: str = NAMESPACE) -> None:
-    if len(args) != len(op["inputs"]) or not all(isinstance(a, torch.Tensor) for a in args):
-        got = ", ".join(type(a).__name__ for a in args)
-        count = len(op["inputs"])
-        raise TypeError(
-            f"{namespace}.{op['name']}: expected {count} torch.Tensor argument"
-            f"{'s' if count > 1 else ''} ({', '.join(op['inputs'])}), got ({got})"
-        )
+    """A TypeError naming the first argument of the wrong type (the dispatcher's own
+    message names none of the op's arguments)."""
+    qualname = f"{namespace}.{op['name']}"
+    count = _tensor_count(op)
+    for name, value in zip(op["inputs"], args[:count], strict=False):
+        if not isinstance(value, torch.Tensor):
+            also = " or a Python number" if name in op["numbers"] else ""
+            raise TypeError(
+                f"{qualname}: {name} must be a torch.Tensor{also}, got {type(value).__name__}"
+            )
+    for scalar, value in zip(op["scalars"], args[count:], strict=False):
+        kind = scalar["type"]
+        if not isinstance(value, SCALAR_TYPES[kind]) or (
+            kind != "bool" and isinstance(value, bool)
+        ):
+            raise TypeError(
+                f"{qualname}: {scalar['name']} must be a Python {kind}, got {type(value).__name__}"
+            )
+
+
+def _numbers_to_tensors(op: dict, args: list, namespace: str) -> None:
+    """Python numbers where the declaration allows them become 0-dim tensors of the
+    tensors' dtype and device (the strided kernel reads them with stride 0: nothing is
+    expanded). A float for integer tensors is refused: torch would promote the result."""
+    like = next((a for a in args[: _tensor_count(op)] if isinstance(a, torch.Tensor)), None)
+    for k, name in enumerate(op["inputs"]):
+        value = args[k]
+        if name not in op["numbers"] or isinstance(value, torch.Tensor):
+            continue
+        if not isinstance(value, (int, float)):
+            continue  # _check_types names it
+        qualname = f"{namespace}.{op['name']}"
+        if like is None:
+            raise TypeError(f"{qualname}: at least one of {op['inputs']} must be a tensor")
+        if isinstance(value, float) and not like.dtype.is_floating_point:
+            raise TypeError(
+                f"{qualname}: {name}={value} is a float and the tensors are {like.dtype}; "
+                "torch would promote the result to a float dtype: pass float tensors"
+            )
+        try:
+            number = torch.full((), value, dtype=like.dtype)
+        except RuntimeError as error:  # torch's overflow check: int8 and 1000
+            raise TypeError(f"{qualname}: {name}={value}: {error}") from None
+        if like.dtype in (torch.float16, torch.bfloat16) and float(number) != value:
+            # torch computes with the number in float32: rounding it first would differ.
+            raise TypeError(
+                f"{qualname}: {name}={value} is not exactly a {like.dtype}, and torch "
+                f"would compute with it in float32; pass a tensor (torch.tensor({value}, "
+                f"dtype={like.dtype}) rounds it first)"
+            )
+        args[k] = number.to(like.device, non_blocking=True)
 
 
 def overloads(op: dict, namespace: str = NAMESPACE) -> tuple:
@@ -57,27 +121,30 @@ def make_wrapper(op: dict, namespace: str = NAMESPACE, function=None, private=fa
     """
     overload, twin = overloads(op, namespace)
     transformed = function.apply if function is not None else overload
-    call = fast_path.plain_call_to_twin(overload, twin, transformed, private)
+    tensors = _tensor_count(op)
+    call = fast_path.plain_call_to_twin(overload, twin, transformed, private, tensors)
     if call is None:  # the public route: torch.func handles an autograd.Function itself
         call = transformed
+    signature = _python_signature(op)
+    plain = len(op["scalars"]) == 0 and not op["numbers"]
 
-    signature = inspect.Signature(
-        [inspect.Parameter(x, inspect.Parameter.POSITIONAL_OR_KEYWORD) for x in op["inputs"]]
-    )
-
-    def wrapper(*args: torch.Tensor, **kwargs: torch.Tensor) -> torch.Tensor:
-        if kwargs:  # by the inputs' names, as the schema allows
-            args = signature.bind(*args, **kwargs).args
+    def wrapper(*args, **kwargs):
+        if not plain or kwargs or len(args) != tensors:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            args = list(bound.args)
+            if op["numbers"]:
+                _numbers_to_tensors(op, args, namespace)
         try:
             return call(*args)
         except (AttributeError, RuntimeError, TypeError) as error:
-            _check_types(op, args, namespace)  # a non-tensor argument: say so as a TypeError
-            raise_torch_error(error, args)
+            _check_types(op, tuple(args), namespace)
+            raise_torch_error(error, tuple(args))
             raise
 
     wrapper.__signature__ = signature
     wrapper.__name__ = wrapper.__qualname__ = op["name"]
-    wrapper.__doc__ = f"{op['name']}({', '.join(op['inputs'])})\n\n{op['doc']}"
+    wrapper.__doc__ = f"{op['name']}{signature}\n\n{op['doc']}"
     return wrapper
 
 
@@ -85,28 +152,49 @@ def make_wrapper(op: dict, namespace: str = NAMESPACE, function=None, private=fa
 
 
 class _Derivatives:
-    """The declared partial derivatives d(out)/d(input), Python expressions of the inputs
-    evaluated with torch ops (so they are differentiable again: hessians work)."""
+    """The declared partial derivatives d(out)/d(input), Python expressions of the
+    arguments evaluated with torch ops (so they are differentiable again: hessians work)."""
 
     def __init__(self, op: dict):
         self.inputs = op["inputs"]
-        source = f"ops/{op['name']} [derivatives]"
+        self.scalars = [s["name"] for s in op["scalars"]]
+        source = f"ops/{op['folder']}/ops.toml [derivatives]"
         self.code = {
             name: compile(expr, f"{source} {name}", "eval")
             for name, expr in (op["derivatives"] or {}).items()
         }
 
-    def partials(self, values: tuple[torch.Tensor, ...]) -> list:
-        scope = {"torch": torch, **dict(zip(self.inputs, values, strict=True))}
+    def partials(self, values: tuple[torch.Tensor, ...], scalars: tuple) -> list:
+        scope = {
+            "torch": torch,
+            **dict(zip(self.inputs, values, strict=True)),
+            **dict(zip(self.scalars, scalars, strict=True)),
+        }
         return [eval(self.code[name], scope) for name in self.inputs]  # noqa: S307 - ours
 
     def input_grads(self, ctx, grad: torch.Tensor) -> tuple:
-        """backward: grad * d(out)/d(input) for each input that needs it."""
-        partials = self.partials(ctx.saved_tensors)
-        return tuple(
-            _times(grad, p) if needed else None
-            for p, needed in zip(partials, ctx.needs_input_grad, strict=True)
+        """backward: grad * d(out)/d(input) for each input that needs it, summed over
+        the dimensions it was broadcast along; None for the scalars."""
+        partials = self.partials(ctx.saved_tensors, ctx.scalars)
+        grads = tuple(
+            _unbroadcast(_times(grad, p), value.shape) if needed else None
+            for p, needed, value in zip(
+                partials, ctx.needs_input_grad, ctx.saved_tensors, strict=False
+            )
         )
+        return grads + (None,) * len(self.scalars)
+
+
+def _unbroadcast(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """grad summed back to an input's shape, where the op broadcast the input."""
+    if grad.shape == shape:
+        return grad
+    extra = grad.dim() - len(shape)
+    dims = tuple(range(extra)) + tuple(
+        extra + d for d, size in enumerate(shape) if size == 1 and grad.shape[extra + d] != 1
+    )
+    summed = grad.sum(dim=dims, keepdim=True) if dims else grad
+    return summed.reshape(shape)
 
 
 def _times(value, partial):
@@ -120,6 +208,7 @@ def make_function(op: dict, below_autograd) -> type[torch.autograd.Function]:
     """The op as an autograd.Function: backward and jvp from the declared derivatives, a
     vmap rule generated by torch (the forward calls the op, which has a batching rule)."""
     derivatives = _Derivatives(op)
+    count = _tensor_count(op)
 
     class Function(torch.autograd.Function):
         generate_vmap_rule = True
@@ -130,8 +219,9 @@ def make_function(op: dict, below_autograd) -> type[torch.autograd.Function]:
 
         @staticmethod
         def setup_context(ctx, inputs, output):
-            ctx.save_for_backward(*inputs)
-            ctx.save_for_forward(*inputs)
+            ctx.save_for_backward(*inputs[:count])
+            ctx.save_for_forward(*inputs[:count])
+            ctx.scalars = inputs[count:]
 
         @staticmethod
         def backward(ctx, grad):
@@ -139,8 +229,12 @@ def make_function(op: dict, below_autograd) -> type[torch.autograd.Function]:
 
         @staticmethod
         def jvp(ctx, *tangents):
-            partials = derivatives.partials(ctx.saved_tensors)
-            terms = [_times(t, p) for t, p in zip(tangents, partials, strict=True) if t is not None]
+            partials = derivatives.partials(ctx.saved_tensors, ctx.scalars)
+            terms = [
+                _times(t, p)
+                for t, p in zip(tangents[:count], partials, strict=True)
+                if t is not None
+            ]
             total = terms[0]
             for term in terms[1:]:
                 total = total + term
@@ -159,13 +253,19 @@ def make_autograd_kernel(op: dict, below_autograd, namespace: str, function=None
     Python function that supports them."""
     qualname = f"{namespace}.{op['name']}"
 
+    count = _tensor_count(op)
+    defaults = [s["default"] for s in op["scalars"]]
+
     def kernel(*args):
-        differentiating = torch.is_grad_enabled() and any(a.requires_grad for a in args)
+        # torch passes the arguments the caller gave: the scalars left out take defaults
+        args = args + tuple(defaults[len(args) - count :])
+        differentiating = torch.is_grad_enabled() and any(a.requires_grad for a in args[:count])
         transformed = fast_path.transformed()
         if function is None and (differentiating or transformed):
             raise RuntimeError(
-                f"{qualname}: has no derivative (its ops.toml declares none), so it "
-                "cannot be differentiated"
+                f"{qualname}: has no derivative (its ops.toml declares none"
+                + (", and it updates inputs in place" if op["mutates"] else "")
+                + "), so it cannot be differentiated"
             )
         if transformed:
             raise RuntimeError(
@@ -182,16 +282,32 @@ def make_autograd_kernel(op: dict, below_autograd, namespace: str, function=None
     return kernel
 
 
-def make_vmap_rule(overload):
-    """Batching rule: inputs of one shape, so move each batch dimension to the front,
-    expand the unbatched inputs to the batch, call the op once."""
+def make_vmap_rule(op: dict, overload, namespace: str = NAMESPACE):
+    """Batching rule: each batched input's batch dimension moved to the front, with
+    size-1 dimensions after it up to the call's rank, so the op's broadcasting lines the
+    batch up; unbatched inputs broadcast as they are. One call of the op."""
+    count = _tensor_count(op)
 
     def rule(info, in_dims, *args):
-        moved = [
-            a.movedim(d, 0) if d is not None else a.expand(info.batch_size, *a.shape)
-            for a, d in zip(args, in_dims, strict=True)
-        ]
-        return overload(*moved), 0
+        if op["mutates"]:
+            raise RuntimeError(
+                f"{namespace}.{op['name']}: vmap over an op that updates its inputs in "
+                "place is not supported; loop over the batch, or call it on whole tensors"
+            )
+        tensors = args[:count]
+        rank = max(
+            (t.dim() - (d is not None) for t, d in zip(tensors, in_dims, strict=False)),
+            default=0,
+        )
+        moved = []
+        for t, d in zip(tensors, in_dims, strict=False):
+            if d is None:
+                moved.append(t)
+                continue
+            t = t.movedim(d, 0)
+            moved.append(t.reshape(t.shape[0], *([1] * (rank - t.dim() + 1)), *t.shape[1:]))
+        out = overload(*moved, *args[count:])
+        return out, (0 if len(op["outputs"]) == 1 else (0,) * len(op["outputs"]))
 
     return rule
 
@@ -208,8 +324,8 @@ def register_python_parts(namespace: str = NAMESPACE) -> dict[str, Callable]:
     for name, op in DECLARATIONS.items():
         qualname = f"{namespace}::{name}"
         overload, twin = overloads(op, namespace)
-        torch.library.register_vmap(qualname, make_vmap_rule(overload))
-        torch.library.register_vmap(twin, make_vmap_rule(twin))
+        torch.library.register_vmap(qualname, make_vmap_rule(op, overload, namespace))
+        torch.library.register_vmap(twin, make_vmap_rule(op, twin, namespace))
         below_autograd = fast_path.below_autograd(twin, overload)
         function = make_function(op, below_autograd) if op["derivatives"] is not None else None
         kernel = make_autograd_kernel(op, below_autograd, namespace, function)

@@ -111,6 +111,6 @@ def test_kernels_compile_with_both_nvrtcs():
         compilers = {t: device_code.compiler_for(cuda) for t in targets}
         images, lowered = device_code.compile_kernels(compilers)
         assert images["sm_70"][:4] == images["sm_90"][:4] == b"\x7fELF"
-        assert "cee::elementwise_simple<cee_ops::Add, __nv_bfloat16, 2>" in lowered
+        assert "cee::elementwise_simple<cee_rule_add::Signature, __nv_bfloat16>" in lowered
         assert b"cvt.rn.bf16.f32" not in images["compute_70"], cuda
         assert b"cvt.rn.bf16.f32" in images["compute_80"], cuda

@@ -67,8 +67,9 @@ def test_nvrtc_12_0_leaves_the_locale_alone():
 
 # An evict-first instance (a launch shape's load = "evict-first"), 16-byte and 8-byte accesses.
 EVICT_FIRST = [
-    "cee::elementwise_vectorized<cee_ops::Add, float, 2, 16, 128, 2, cee::kLoadEvictFirst>",
-    "cee::elementwise_vectorized<cee_ops::Add, __nv_bfloat16, 2, 8, 256, 1, cee::kLoadEvictFirst>",
+    "cee::elementwise_vectorized<cee_rule_add::Signature, float, 16, 128, 2, cee::kLoadEvictFirst>",
+    "cee::elementwise_vectorized<cee_rule_add::Signature, __nv_bfloat16, 8, 256, 1, "
+    "cee::kLoadEvictFirst>",
 ]
 
 

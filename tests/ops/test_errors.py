@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import DECLARED
 
 import cuda_ext_example
 from cuda_ext_example._loader import check_torch_version, version_tuple
@@ -18,15 +19,33 @@ def _name(op) -> str:
     return f"cuda_ext_example.{op.__name__}"
 
 
-def test_shape_mismatch(op, device):
+def test_shapes_that_do_not_broadcast(op, device):
     a = torch.ones(3, device=device)
-    with pytest.raises(RuntimeError, match=r"my_(fast_)?add: expected tensors of the same shape"):
+    with pytest.raises(RuntimeError, match=r"my_(fast_)?add: the shapes do not broadcast"):
         op(a, torch.ones(4, device=device))
-    with pytest.raises(RuntimeError, match=r"got a \[2, 3\] and b \[3, 2\]"):
+    with pytest.raises(RuntimeError, match=r"a \[2, 3\] and b \[3, 2\] differ at dimension -1"):
         op(torch.ones(2, 3, device=device), torch.ones(3, 2, device=device))
-    # broadcasting is refused too, where torch.add would accept it
-    with pytest.raises(RuntimeError, match=_name(op)):
-        op(torch.ones(2, 3, device=device), torch.ones(3, device=device))
+    with pytest.raises(RuntimeError, match=r"must match the size of tensor b \(2\) at"):
+        torch.add(torch.ones(2, 3), torch.ones(3, 2))  # torch refuses the same, in its words
+
+
+def test_in_place_rules(device):
+    op = DECLARED["my_adamw_step"]
+    param, m, v, g = op.sample((4, 3), torch.float32, device)
+    step = cuda_ext_example.my_adamw_step
+    with pytest.raises(RuntimeError, match=r"my_adamw_step: exp_avg is updated in place, so it "
+                                           r"must have the call's shape \[4, 3\], got \[3\]"):
+        step(param, m[0], v, g, lr=1e-3, step=1)
+    with pytest.raises(RuntimeError, match=r"param is updated in place but several of its "
+                                           r"elements share memory"):
+        step(param[:1].expand(4, 3), m, v, g, lr=1e-3, step=1)
+    flat = torch.zeros(13, device=device)
+    with pytest.raises(RuntimeError, match=r"param is updated in place and partly overlaps "
+                                           r"exp_avg"):
+        step(flat[:12].view(4, 3), flat[1:].view(4, 3), v, g, lr=1e-3, step=1)
+    before = param.clone()
+    step(param, m, v, g.expand(4, 3), lr=1e-3, step=1)  # a read input may broadcast
+    assert not torch.equal(param, before)
 
 
 def test_dtype_mismatch(op, device):
@@ -47,10 +66,17 @@ def test_unsupported_dtype(op, device, dtype):
 
 def test_not_a_tensor(op):
     with pytest.raises(
-        TypeError,
-        match=rf"{_name(op)}: expected 2 torch.Tensor arguments \(a, b\), got \(Tensor, list\)",
+        TypeError, match=rf"{_name(op)}: b must be a torch.Tensor or a Python number, got list"
     ):
         op(torch.ones(3), [1.0, 2.0, 3.0])
+
+
+def test_a_scalar_the_dtype_cannot_hold(device):
+    op = DECLARED["my_leaky_relu"]
+    x = torch.ones(3, device=device)
+    with pytest.raises(RuntimeError, match=r"my_leaky_relu: negative_slope=1e\+300|"
+                                           r"negative_slope=1000000.*does not fit float"):
+        op(x, 1e300)
 
 
 def test_sparse_layout(op):
@@ -62,7 +88,7 @@ def test_sparse_layout(op):
 def test_fake_tensor_checks_match_the_kernel(op):
     # Under torch.compile the fake kernel checks; its words are the kernel's.
     a = torch.ones(3, device="meta")
-    with pytest.raises(RuntimeError, match=rf"{_name(op)}: expected tensors of the same shape"):
+    with pytest.raises(RuntimeError, match=rf"{_name(op)}: the shapes do not broadcast"):
         op(a, torch.ones(4, device="meta"))
     with pytest.raises(
         RuntimeError, match=rf"{_name(op)}: expected both tensors on the same device"
@@ -90,10 +116,10 @@ def test_fake_tensors_get_the_real_kernels_words(any_op, case):
         "dtype": [torch.ones(3), torch.ones(3, dtype=torch.float64)],
         "unsupported dtype": [torch.ones(3, dtype=torch.bool)] * 2,
     }[case][: any_op.arity] + [torch.ones(3)] * max(0, any_op.arity - 2)
-    real = _first_line(lambda: any_op(*inputs))
+    real = _first_line(lambda: any_op(*inputs, *any_op.scalars))
     with FakeTensorMode() as mode:
         fakes = [mode.from_tensor(t) for t in inputs]
-        fake = _first_line(lambda: any_op(*fakes))
+        fake = _first_line(lambda: any_op(*fakes, *any_op.scalars))
     assert real.startswith(f"cuda_ext_example.{any_op.__name__}: ")
     assert fake == real
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import DECLARED
 
 import cuda_ext_example
 from tests.helpers import assert_bitwise_equal, random_tensor
@@ -16,37 +17,62 @@ def overload(op):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64], ids=str)
 def test_opcheck(any_op, device, dtype):
-    inputs = [random_tensor((5, 7), dtype, device) for _ in range(any_op.arity)]
-    if dtype.is_floating_point:
+    if dtype not in any_op.dtypes:
+        pytest.skip(f"{any_op.__name__} declares {any_op.declaration['dtypes']}")
+    inputs = any_op.sample((5, 7), dtype, device)
+    if dtype.is_floating_point and any_op.differentiable:
         inputs[0].requires_grad_()
-    torch.library.opcheck(overload(any_op), tuple(inputs))
+    torch.library.opcheck(overload(any_op), (*inputs, *any_op.scalars))
 
 
-def test_opcheck_non_contiguous(any_op, device):
-    inputs = [random_tensor((6, 4), torch.float32, device).t()]
-    inputs += [random_tensor((4, 6), torch.float32, device)] * (any_op.arity - 1)
-    torch.library.opcheck(overload(any_op), tuple(inputs))
+def test_opcheck_non_contiguous_and_broadcast(any_op, device):
+    inputs = any_op.sample((6, 4), torch.float32, device)
+    inputs[0] = inputs[0].t().contiguous().t()  # a transposed layout of the same shape
+    if any_op.functional and any_op.arity > 1:
+        inputs[-1] = inputs[-1][:1]  # broadcast along the first dimension
+    torch.library.opcheck(overload(any_op), (*inputs, *any_op.scalars))
 
 
-def test_torch_compile_fullgraph(any_op, device):
+def test_torch_compile_fullgraph(functional_op, device):
     torch._dynamo.reset()
+    op = functional_op
 
     def f(*inputs):
-        return any_op(*inputs) * 2 + 1
+        return op(*inputs) * 2 + 1
 
     compiled = torch.compile(f, fullgraph=True)
     for size in (1000, 37):  # the second: dynamic shapes
-        inputs = [random_tensor((size,), torch.float32, device) for _ in range(any_op.arity)]
+        inputs = op.sample((size,), torch.float32, device)
         assert_bitwise_equal(compiled(*inputs), f(*inputs))
 
 
-def test_torch_compile_backward(any_op, device):
+def test_torch_compile_of_an_in_place_op(device):
+    # Functionalization turns the mutation into a functional op and writes the results
+    # back: the compiled step must update the caller's tensors as the eager one does.
     torch._dynamo.reset()
-    inputs = [random_tensor((64,), torch.float64, device).requires_grad_()]
-    inputs += [random_tensor((64,), torch.float64, device)] * (any_op.arity - 1)
-    torch.compile(lambda *x: any_op(*x).sum(), fullgraph=True)(*inputs).backward()
+    op = DECLARED["my_adamw_step"]
+    eager = op.sample((1000,), torch.float32, device)
+    compiled = [t.clone() for t in eager]
+
+    def step(param, exp_avg, exp_avg_sq, grad):
+        op(param, exp_avg, exp_avg_sq, grad * 2, *op.scalars)
+        return param.sum()
+
+    want = step(*eager)
+    got = torch.compile(step, fullgraph=True)(*compiled)
+    for e, c in zip(eager, compiled, strict=True):
+        assert_bitwise_equal(c, e)
+    torch.testing.assert_close(got, want)  # a sum: inductor adds in its own order
+
+
+def test_torch_compile_backward(diff_op, device):
+    torch._dynamo.reset()
+    op = diff_op
+    inputs = op.sample((64,), torch.float64, device)
+    inputs[0].requires_grad_()
+    torch.compile(lambda *x: op(*x).sum(), fullgraph=True)(*inputs).backward()
     want = inputs[0].detach().clone().requires_grad_()
-    any_op.reference(want, *inputs[1:]).sum().backward()
+    op.reference(want, *inputs[1:], *op.scalars).sum().backward()
     assert torch.allclose(inputs[0].grad, want.grad)
 
 
@@ -58,9 +84,33 @@ def test_compiled_graph_contains_the_op(any_op):
         seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
         return gm.forward
 
-    compiled = torch.compile(lambda *x: any_op(*x), backend=backend, fullgraph=True)
-    compiled(*[torch.ones(4)] * any_op.arity)
+    compiled = torch.compile(lambda *x: any_op(*x, *any_op.scalars), backend=backend,
+                             fullgraph=True)  # fmt: skip
+    compiled(*any_op.sample((4,), torch.float32, "cpu"))
     assert any(t.startswith(f"cuda_ext_example.{any_op.__name__}") for t in seen), seen
+
+
+def test_an_in_place_op_under_grad_says_it_has_no_derivative(device):
+    op = DECLARED["my_adamw_step"]
+    tensors = op.sample((8,), torch.float32, device)
+    tensors[3].requires_grad_()  # the gradient input of a graph being built
+    with pytest.raises(RuntimeError, match=r"my_adamw_step: has no derivative .*in place"):
+        op(*tensors, *op.scalars)
+    with torch.no_grad():  # as an optimizer steps
+        op(*tensors, *op.scalars)
+
+
+def test_scalars_by_keyword_and_default(device):
+    x = random_tensor((100,), torch.float32, device)
+    leaky = cuda_ext_example.my_leaky_relu
+    ref = torch.nn.functional.leaky_relu
+    assert_bitwise_equal(leaky(x), ref(x))  # the declared default, 0.01
+    assert_bitwise_equal(leaky(x, negative_slope=0.3), ref(x, 0.3))
+    assert_bitwise_equal(torch.ops.cuda_ext_example.my_leaky_relu(x, 0.3), ref(x, 0.3))
+    assert "negative_slope=0.01" in str(torch.ops.cuda_ext_example.my_leaky_relu.default._schema)
+    x.requires_grad_()
+    leaky(x, 0.3).sum().backward()
+    assert_bitwise_equal(x.grad, torch.where(x > 0, 1.0, 0.3))
 
 
 def test_autograd(op, device):
@@ -212,10 +262,23 @@ def test_fast_path_still_seen_by_dispatch_modes(op, device):
 
 def test_wrapper_type_error_also_when_grad_is_needed(op, device):
     a = random_tensor((3,), torch.float32, device).requires_grad_()
-    with pytest.raises(TypeError, match=rf"{op.__name__}: expected 2 torch.Tensor arguments"):
-        op(a, 1.0)
-    with torch.no_grad(), pytest.raises(TypeError, match="expected 2 torch.Tensor"):
-        op(1.0, a)
+    message = rf"{op.__name__}: b must be a torch.Tensor or a Python number, got list"
+    with pytest.raises(TypeError, match=message):
+        op(a, [1.0])
+    with torch.no_grad(), pytest.raises(TypeError, match="a must be a torch.Tensor"):
+        op("1", a)
+
+
+def test_scalar_type_errors_name_the_argument():
+    x = torch.ones(3)
+    with pytest.raises(TypeError, match="my_leaky_relu: negative_slope must be a Python float"):
+        cuda_ext_example.my_leaky_relu(x, "0.1")
+    op = DECLARED["my_adamw_step"]
+    tensors = op.sample((3,), torch.float32, "cpu")
+    with pytest.raises(TypeError, match="my_adamw_step: step must be a Python int, got float"):
+        cuda_ext_example.my_adamw_step(*tensors, lr=1e-3, step=1.5)
+    with pytest.raises(TypeError, match="missing a required argument: 'step'"):
+        cuda_ext_example.my_adamw_step(*tensors, lr=1e-3)
 
 
 def test_public_api():
@@ -233,8 +296,8 @@ def test_public_route_gives_the_same_results_errors_and_gradients(device):
     a = random_tensor((1000,), torch.float32, device)
     b = random_tensor((1000,), torch.float32, device)
     assert_bitwise_equal(wrapper(a, b), torch.add(a, b))
-    with pytest.raises(TypeError, match="expected 2 torch.Tensor arguments"):
-        wrapper(a, 1)
+    with pytest.raises(TypeError, match="b must be a torch.Tensor or a Python number"):
+        wrapper(a, [1])
     x = a.clone().requires_grad_()
     wrapper(x, b).sum().backward()
     assert_bitwise_equal(x.grad, torch.ones_like(a))

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from buildtools import launch_shapes
 from cuda_ext_example import BUILD_INFO
 from scripts.inspect import binary_info, report, shim_versions
 
@@ -76,25 +75,35 @@ def _loads_summary(text: str, dump: str) -> dict[str, tuple[int, int]]:
     return counts
 
 
+def _inputs_of(name: str) -> int:
+    """The inputs of the op whose kernel `name` is (cee_rule_<folder>::Signature)."""
+    folder = name.split("cee_rule_")[1].split("::")[0]
+    op = next(op for op in BUILD_INFO["ops"] if op["folder"] == folder)
+    return len(op["inputs"])
+
+
+def _expected_instances(kind: str) -> int:
+    """How many instances of a kernel the build compiles (its own list: buildtools/ops.py)."""
+    from buildtools import ops
+
+    found = ops.instances(ops.declared_ops(), ops.elementwise())
+    return len({k.expression for k in found if f"elementwise_{kind}<" in k.expression})
+
+
 def test_ptx_shows_vectorized_loads(wheel):
     text = run_inspect(wheel, "--ptx")
     counts = _loads_summary(text, "PTX")
     vectorized = {name: c for name, c in counts.items() if "elementwise_vectorized<" in name}
-    # cee::elementwise_vectorized<Rule, T, inputs, access bytes, block, accesses per thread>
-    arity = {"Add": 2, "Square": 1}
-    wide = {n: c for n, c in vectorized.items() if ", 16, " in n}
-    narrow = {n: c for n, c in vectorized.items() if ", 8, " in n}
+    # cee::elementwise_vectorized<Signature, T, access bytes, block, accesses per thread, load>
+    wide = {n: c for n, c in vectorized.items() if re.search(r", 16, \d+, \d+, ", n)}
+    narrow = {n: c for n, c in vectorized.items() if re.search(r", 8, \d+, \d+, ", n)}
     simple = [c for name, c in counts.items() if "elementwise_simple<" in name]
-    # per rule and dtype: each compiled shape of tuning/launch_shapes.toml; the simple
-    # kernels of Add (my_add's and my_fast_add's fallback) and Square
-    shapes = launch_shapes.load().compiled(with_candidates=False)
-    wide_shapes = sum(1 for s in shapes if s.access == 16)
-    assert len(wide) == 2 * wide_shapes * 9 and len(simple) == 2 * 9
-    assert len(narrow) == 2 * (len(shapes) - wide_shapes) * 9
+    assert len(wide) + len(narrow) == len(vectorized) == _expected_instances("vectorized")
+    assert len(simple) == _expected_instances("simple")
     for name, (w, _) in wide.items():  # one 16-byte load per input
-        assert w >= arity[name.split("cee_ops::")[1].split(",")[0]], name
+        assert w >= _inputs_of(name), name
     for name, (w, n) in narrow.items():  # 8-byte loads
-        assert n >= arity[name.split("cee_ops::")[1].split(",")[0]] and w == 0, name
+        assert n >= _inputs_of(name) and w == 0, name
     assert all(w == 0 for w, _ in simple)
     assert "ld.global.nc.v4" in text
 
@@ -109,14 +118,12 @@ def test_sass_shows_ldg_e_128(wheel):
     n_arch = len(BUILD_INFO["sass_archs"]) - len(skipped)
     counts = _loads_summary(text, "SASS")
     vectorized = {name: c for name, c in counts.items() if "elementwise_vectorized<" in name}
-    # Add and Square: every compiled shape x 9 dtypes
-    assert len(vectorized) == 2 * 9 * len(launch_shapes.load().compiled(with_candidates=False))
+    assert len(vectorized) == _expected_instances("vectorized")
     for name, (wide, narrow) in vectorized.items():
-        inputs = 2 if "cee_ops::Add" in name else 1
-        if ", 16, " in name:
-            assert wide >= inputs * n_arch, name
+        if re.search(r", 16, \d+, \d+, ", name):
+            assert wide >= _inputs_of(name) * n_arch, name
         else:
-            assert narrow >= inputs * n_arch, name
+            assert narrow >= _inputs_of(name) * n_arch, name
 
 
 def test_missing_nvdisasm_is_said_clearly(wheel, monkeypatch, capsys):
