@@ -103,3 +103,37 @@ def test_evict_first_loads_compile_for_every_arch_and_hint_only_from_sm_80(cuda)
     # sm_75: the read-only load, no hint
     assert "L2::cache_hint" not in old and "createpolicy" not in old
     assert "ld.global.nc.v4.u32" in old and "ld.global.nc.v2.u32" in old
+
+
+def test_two_rules_may_name_their_helpers_alike(tmp_path):
+    """Each rule.h is included in a namespace of its folder's own: two rules that both
+    define `helper` compile together, for the GPU (NVRTC) and the host (zig c++)."""
+    from buildtools import device_code, ops, signatures
+
+    for folder, factor in (("twice", 2), ("thrice", 3)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "rule.h").write_text(
+            '#pragma once\n#include "element_math.h"\n'
+            f"CEE_HOST_DEVICE float helper(float x) {{ return {factor} * x; }}\n"
+            "struct Scale {\n  template <typename C>\n"
+            "  CEE_HOST_DEVICE static C apply(C x) { return helper(x); }\n};\n"
+        )
+        (tmp_path / folder / "ops.toml").write_text(
+            f'rule = "Scale"\ninputs = ["x"]\ndtypes = ["float32"]\n'
+            f'reference = "x * {factor}"\n[[op]]\nname = "my_{folder}"\nkernel = "simple"\n'
+        )
+    declared = ops.declared_ops(tmp_path)
+    source = device_code.kernel_source(declared)
+    compiler = device_code.compiler_for("12.9")
+    options = ["--std=c++17", f"--include-path={device_code.CSRC}", f"--include-path={tmp_path}",
+               *(f"--include-path={d}" for d in compiler.includes)]  # fmt: skip
+    names = [k.expression for k in ops.instances(declared, ops.elementwise())]
+    image, lowered = compiler.nvrtc.compile(source, "two.cu", options, names, "sm_90")
+    assert image[:4] == b"\x7fELF" and set(lowered) == set(names)
+    host = tmp_path / "host.cpp"
+    host.write_text(signatures.rules_source(declared, ["float32"]))
+    subprocess.run(
+        [sys.executable, "-m", "ziglang", "c++", "-std=c++17", "-c", "-o", tmp_path / "host.o",
+         f"-I{device_code.CSRC}", f"-I{tmp_path}", host],
+        check=True,
+    )  # fmt: skip
