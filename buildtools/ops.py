@@ -337,6 +337,8 @@ def _ops_of(path: Path, all_dtypes: tuple[str, ...]) -> list[Op]:
     scalars = _scalars(path, data.get("scalars", {}), dtypes)
     if {s.name for s in scalars} & set(inputs + outputs):
         _fail(path, "a scalar has the name of a tensor argument")
+    module = path.parent / "reference.py"
+    helpers = _module_functions(path, module) if module.is_file() else set()
     derived = data.get("derived", {})
     if not isinstance(derived, dict) or not all(
         IDENTIFIER.match(k) and isinstance(v, str) and v.strip() for k, v in derived.items()
@@ -356,9 +358,7 @@ def _ops_of(path: Path, all_dtypes: tuple[str, ...]) -> list[Op]:
             _fail(path, f"[derivatives] must name every input {list(inputs)}, got {got}")
         derivatives = {name: _one_line(e) for name, e in derivatives.items()}
         for name, expression in derivatives.items():
-            _check_expression(path, f"[derivatives] {name}", expression, inputs, scalars, set())
-    module = path.parent / "reference.py"
-    helpers = _module_functions(path, module) if module.is_file() else set()
+            _check_expression(path, f"[derivatives] {name}", expression, inputs, scalars, helpers)
     reference = _one_line(data["reference"])
     _check_expression(path, "reference", reference, inputs, scalars, helpers)
     tolerance = _tolerance(path, data.get("tolerance"), dtypes)

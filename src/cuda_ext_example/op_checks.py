@@ -8,23 +8,17 @@ so the caller's tensors are never changed)."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 
 import torch
 
-from .ops import DECLARATIONS
+from .ops import DECLARATIONS, python_scope
 
 
 def reference(op: dict) -> Callable:
     """The op's reference as a function of its arguments (tensors, then scalars): its
     ops.toml expression, with torch and its folder's reference.py functions in scope."""
-    scope = {"torch": torch}
-    try:
-        module = importlib.import_module(f"{__package__}.op_references.{op['folder']}")
-        scope.update({k: v for k, v in vars(module).items() if not k.startswith("_")})
-    except ModuleNotFoundError:
-        pass
+    scope = python_scope(op)
     code = compile(op["reference"], f"ops/{op['folder']}/ops.toml reference", "eval")
     names = list(op["inputs"]) + [s["name"] for s in op["scalars"]]
 
@@ -105,17 +99,23 @@ def sample_inputs(op: dict, n: int, device, dtype=torch.float32, generator=None)
 
 def mismatches(ops_module, device, dtype=torch.float32, n: int = 1000) -> list[str]:
     """'<op> <dtype>: what differs' for each op of `ops_module` (cuda_ext_example, or the
-    JIT's torch.ops namespace) that differs from its reference on `device`."""
+    JIT's torch.ops namespace) that differs from its reference on `device`, in `dtype`
+    (the ops that declare it), or None: each op in float32, or its first dtype."""
     wrong = []
     for name, op in DECLARATIONS.items():
-        if str(dtype).removeprefix("torch.") not in op["dtypes"]:
+        if dtype is None:
+            first = "float32" if "float32" in op["dtypes"] else op["dtypes"][0]
+            op_dtype = getattr(torch, first)
+        elif str(dtype).removeprefix("torch.") in op["dtypes"]:
+            op_dtype = dtype
+        else:
             continue
-        tensors, scalars = sample_inputs(op, n, device, dtype), scalar_samples(op)
+        tensors, scalars = sample_inputs(op, n, device, op_dtype), scalar_samples(op)
         ours = results(getattr(ops_module, name), op, tensors, scalars)
         theirs = results(reference(op), op, tensors, scalars)
         problem = difference(op, ours, theirs)
         if problem:
-            wrong.append(f"{name} {dtype}: {problem}")
+            wrong.append(f"{name} {op_dtype}: {problem}")
     return wrong
 
 

@@ -9,6 +9,7 @@ declaration gets all of it.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable
 
@@ -151,6 +152,18 @@ def make_wrapper(op: dict, namespace: str = NAMESPACE, function=None, private=fa
 # ------------------------------------------------------- autograd and torch.func
 
 
+def python_scope(op: dict) -> dict:
+    """What an op's Python expressions (reference, derivatives) see: torch, and the
+    functions of its folder's reference.py (installed as op_references.<folder>)."""
+    scope = {"torch": torch}
+    try:
+        module = importlib.import_module(f"{__package__}.op_references.{op['folder']}")
+    except ModuleNotFoundError:
+        return scope
+    scope.update({k: v for k, v in vars(module).items() if not k.startswith("_")})
+    return scope
+
+
 class _Derivatives:
     """The declared partial derivatives d(out)/d(input), Python expressions of the
     arguments evaluated with torch ops (so they are differentiable again: hessians work)."""
@@ -158,6 +171,7 @@ class _Derivatives:
     def __init__(self, op: dict):
         self.inputs = op["inputs"]
         self.scalars = [s["name"] for s in op["scalars"]]
+        self.scope = python_scope(op)
         source = f"ops/{op['folder']}/ops.toml [derivatives]"
         self.code = {
             name: compile(expr, f"{source} {name}", "eval")
@@ -166,7 +180,7 @@ class _Derivatives:
 
     def partials(self, values: tuple[torch.Tensor, ...], scalars: tuple) -> list:
         scope = {
-            "torch": torch,
+            **self.scope,
             **dict(zip(self.inputs, values, strict=True)),
             **dict(zip(self.scalars, scalars, strict=True)),
         }

@@ -21,7 +21,7 @@ import zipfile
 
 import pytest
 
-from buildtools import setup_venv
+from buildtools import ops, setup_venv
 from tests.clones import (
     ROOT,
     clone,
@@ -66,7 +66,8 @@ def test_fresh_clone_release_then_inspect(released_clone):
     assert log.count("SMOKE TEST PASSED") >= 2  # in the notebook and in the smoke test
     # The smoke test of the index install checks every declared op against its reference.
     for dtype in ("float32", "int64", "bfloat16"):
-        assert f"my_add, my_fast_add, my_square torch.{dtype} n=1000003: ok" in log
+        names = ", ".join(cuda_ext_example_ops(dtype))
+        assert f"{names} torch.{dtype} n=1000003: ok" in log
     if hide:
         assert "/usr/local/cuda" not in log  # no include path or compiler from a toolkit
     wheels = sorted(p.name for p in (clone / "build" / "release" / "wheelhouse").glob("*.whl"))
@@ -79,7 +80,8 @@ def test_fresh_clone_release_then_inspect(released_clone):
     assert "Traceback" not in out, out[-4000:]
     assert run.returncode == 0, out[-4000:]
     assert "device code by NVRTC 12.0 + 12.9" in out  # doctor read the installed wheel's record
-    assert "[  ok] run on cpu: my_add my_fast_add my_square match torch" in out
+    ops = " ".join(cuda_ext_example_ops())
+    assert f"[  ok] run on cpu: {ops} match their references" in out
     assert "verdict: ready" in out
     assert "cubins from CUDA 12.0: sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_89 sm_90" in out
     assert "cubins from CUDA 12.9: sm_100 sm_103 sm_120 sm_121" in out  # inspect --ptx
@@ -226,3 +228,8 @@ def test_second_run_reuses_the_venv(pypi_only_runs):
     assert (repo / "build" / "venv-setup.log").stat().st_mtime == setup_mtime
     assert "auditwheel" not in out and "Successfully installed" not in out  # nor a rebuild
     assert re.search(r"^=+ \d+ passed.* in [\d.]+s.* =+$", second.stdout, re.M), out[-2000:]
+
+
+def cuda_ext_example_ops(dtype: str | None = None) -> list[str]:
+    """The declared ops (that take `dtype`), sorted: what doctor and the smoke test name."""
+    return [op.name for op in ops.declared_ops() if dtype is None or dtype in op.dtypes]
