@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import add, report, square
+from . import adamw, add, gelu, report, square
 from .report import COPY, DTYPE_BYTES, Record
 from .timing import ROUND_ORDER, Settings
 from .workload import Workload
 
-WORKLOADS = {w.name: w for w in (add.WORKLOAD, square.WORKLOAD)}
+WORKLOADS = {w.name: w for w in (add.WORKLOAD, square.WORKLOAD, gelu.WORKLOAD, adamw.WORKLOAD)}
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -140,13 +140,14 @@ def run_cells(
 
             def fresh_calls(k=k, dtype=dtype, impls=impls) -> dict:
                 """Every implementation and the size-matched copy, on fresh inputs."""
-                inputs = [random_tensor(shape, dtype) for shape in workload.input_shapes(2**k)]
+                inputs = workload.make_inputs(2**k, dtype, random_tensor)
                 calls = {name: functools.partial(fn, *inputs) for name, fn in impls.items()}
                 return {**calls, COPY: size_matched_copy(inputs[0], workload.tensors)}
 
             label = f"2^{k} {dtype}"
-            inputs = [random_tensor(shape, dtype) for shape in workload.input_shapes(2**k)]
-            check_outputs(impls, inputs, workload.peers[0], label)  # also compiles
+            inputs = workload.make_inputs(2**k, dtype, random_tensor)
+            tolerance = (workload.tolerance or {}).get(dtype)
+            check_outputs(impls, inputs, workload.peers[0], label, tolerance)  # also compiles
             for name, rounds_ms in time_rounds(fresh_calls, settings).items():
                 record = workload.record(2**k, dtype, name, rounds_ms)
                 records.append(record)

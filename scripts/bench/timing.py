@@ -87,22 +87,35 @@ def size_matched_copy(a, tensors: int) -> Callable[[], object]:
     return functools.partial(dst.copy_, src)
 
 
-def check_outputs(impls: dict[str, Callable], inputs: tuple, reference: str, label: str) -> None:
-    """Every implementation must equal the reference implementation exactly before it is
-    timed."""
+def check_outputs(
+    impls: dict[str, Callable], inputs: tuple, reference: str, label: str, tolerance=None
+) -> None:
+    """Every implementation must equal the reference implementation before it is timed:
+    exactly, or within `tolerance` ({rtol, atol}). Each runs on its own copy of the inputs
+    (an in-place implementation returns what it updated)."""
     import torch
 
-    expected = impls[reference](*inputs)
+    def run(fn):
+        out = fn(*[t.clone() for t in inputs])
+        return out if isinstance(out, tuple) else (out,)
+
+    expected = run(impls[reference])
     for name, fn in impls.items():
-        got = fn(*inputs)
-        if got.shape != expected.shape or got.dtype != expected.dtype:
-            raise SystemExit(
-                f"FAIL {name} {label}: got {got.dtype} {tuple(got.shape)}, "
-                f"expected {expected.dtype} {tuple(expected.shape)}"
-            )
-        if not torch.equal(got, expected):
-            bad = int((got != expected).sum())
-            raise SystemExit(f"FAIL {name} {label}: {bad} elements differ from {reference}")
+        for got, want in zip(run(fn), expected, strict=True):
+            if got.shape != want.shape or got.dtype != want.dtype:
+                raise SystemExit(
+                    f"FAIL {name} {label}: got {got.dtype} {tuple(got.shape)}, "
+                    f"expected {want.dtype} {tuple(want.shape)}"
+                )
+            if tolerance is not None:
+                try:
+                    torch.testing.assert_close(got, want, **tolerance)
+                except AssertionError as error:
+                    first = str(error).splitlines()[0]
+                    raise SystemExit(f"FAIL {name} {label}: {first} ({reference})") from None
+            elif not torch.equal(got, want):
+                bad = int((got != want).sum())
+                raise SystemExit(f"FAIL {name} {label}: {bad} elements differ from {reference}")
 
 
 def interleaved_ms(

@@ -39,6 +39,19 @@ class Workload:
     implementations: Callable[[bool, int], dict[str, Callable]]
     targets: Callable[[Sequence[Record], float], list[Target]]  # (records, roofline)
     extra: Callable[[Settings], Extra] | None = None
+    # Tensors read or written per call, where it is not each input read and one output
+    # written (an in-place update reads and writes what it updates).
+    traffic: int | None = None
+    # {dtype: {rtol, atol}}: how close the implementations must agree before they are timed
+    # (torch.testing's), where not bit for bit; and what each returns to compare (an
+    # in-place update returns the tensors it updated).
+    tolerance: dict[str, dict[str, float]] | None = None
+    # Random inputs made fit for the op (the AdamW step's exp_avg_sq >= 0).
+    prepare: Callable[[list], list] | None = None
+
+    def make_inputs(self, size: int, dtype: str, random_tensor: Callable) -> list:
+        tensors = [random_tensor(shape, dtype) for shape in self.input_shapes(size)]
+        return self.prepare(tensors) if self.prepare else tensors
 
     @property
     def judged(self) -> str:
@@ -51,8 +64,8 @@ class Workload:
 
     @property
     def tensors(self) -> int:
-        """Tensors of traffic per call: each input read, the output written."""
-        return len(self.input_shapes(1)) + 1
+        """Tensors of traffic per call: each input read, the output written (or `traffic`)."""
+        return self.traffic or len(self.input_shapes(1)) + 1
 
     def gbps(self, size: int, dtype: str, ms: float) -> float:
         """GB/s (1e9 bytes) of one call at `size`: every tensor read or written once."""

@@ -116,8 +116,10 @@ def test_wheel_size(wheel, extension):
     host = extension.stat().st_size - sections[".nv_fatbin"]
     with zipfile.ZipFile(wheel) as zf:
         others = sum(i.compress_size for i in zf.infolist() if not i.filename.endswith(".so"))
-    print(f"\n{wheel.name}: {wheel.stat().st_size / 1e6:.1f} MB; host code {host / 1e3:.0f} kB,"
-          f" fatbin {sections['.nv_fatbin'] / 1e6:.1f} MB, the rest {others / 1e3:.0f} kB")
+    print(
+        f"\n{wheel.name}: {wheel.stat().st_size / 1e6:.1f} MB; host code {host / 1e3:.0f} kB,"
+        f" fatbin {sections['.nv_fatbin'] / 1e6:.1f} MB, the rest {others / 1e3:.0f} kB"
+    )
     assert host < 1_500_000, host
     assert others < 200_000, others
 

@@ -33,15 +33,24 @@ def test_in_place_rules(device):
     op = DECLARED["my_adamw_step"]
     param, m, v, g = op.sample((4, 3), torch.float32, device)
     step = cuda_ext_example.my_adamw_step
-    with pytest.raises(RuntimeError, match=r"my_adamw_step: exp_avg is updated in place, so it "
-                                           r"must have the call's shape \[4, 3\], got \[3\]"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"my_adamw_step: exp_avg is updated in place, so it "
+        r"must have the call's shape \[4, 3\], got \[3\]",
+    ):
         step(param, m[0], v, g, lr=1e-3, step=1)
-    with pytest.raises(RuntimeError, match=r"param is updated in place but several of its "
-                                           r"elements share memory"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"param is updated in place but several of its "
+        r"elements share memory",
+    ):
         step(param[:1].expand(4, 3), m, v, g, lr=1e-3, step=1)
     flat = torch.zeros(13, device=device)
-    with pytest.raises(RuntimeError, match=r"param is updated in place and partly overlaps "
-                                           r"exp_avg"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"param is updated in place and partly overlaps "
+        r"exp_avg",
+    ):
         step(flat[:12].view(4, 3), flat[1:].view(4, 3), v, g, lr=1e-3, step=1)
     before = param.clone()
     step(param, m, v, g.expand(4, 3), lr=1e-3, step=1)  # a read input may broadcast
@@ -74,8 +83,11 @@ def test_not_a_tensor(op):
 def test_a_scalar_the_dtype_cannot_hold(device):
     op = DECLARED["my_leaky_relu"]
     x = torch.ones(3, device=device)
-    with pytest.raises(RuntimeError, match=r"my_leaky_relu: negative_slope=1e\+300|"
-                                           r"negative_slope=1000000.*does not fit float"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"my_leaky_relu: negative_slope=1e\+300|"
+        r"negative_slope=1000000.*does not fit float",
+    ):
         op(x, 1e300)
 
 

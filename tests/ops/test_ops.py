@@ -62,7 +62,7 @@ def test_unaligned_storage_offsets(any_op, device, dtype, offset):
     _skip_undeclared(any_op, dtype)
     n = 1000 + offset
     flats = any_op.sample((n + 8,), dtype, device)
-    tensors = [flat[(offset * (k + 1)) % 8 :][:n - offset] for k, flat in enumerate(flats)]
+    tensors = [flat[(offset * (k + 1)) % 8 :][: n - offset] for k, flat in enumerate(flats)]
     tensors[0] = flats[0][offset:][: n - offset]
     assert tensors[0].storage_offset() == offset
     any_op.check(tensors)
@@ -155,7 +155,8 @@ def test_inputs_are_left_alone_unless_updated_in_place(any_op, device):
     for o in outs:
         assert o.data_ptr() not in [t.data_ptr() for t in tensors]
     updated = [
-        t for t, name in zip(tensors, any_op.declaration["inputs"], strict=True)
+        t
+        for t, name in zip(tensors, any_op.declaration["inputs"], strict=True)
         if name in any_op.declaration["mutates"]
     ]
     for t, was in zip(tensors, before, strict=True):

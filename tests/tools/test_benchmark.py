@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.bench import add, benchmark, report, square, timing
+from scripts.bench import adamw, add, benchmark, gelu, report, square, timing
 from scripts.bench.workload import Extra
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -509,7 +509,7 @@ def test_cli_refuses_what_a_workload_cannot_run(argv, said, capsys):
 
 def test_bench_modules_import_no_gpu_stack():
     # The reporting half must stay importable where torch and triton are missing.
-    for name in ("benchmark", "report", "timing", "workload", "add", "square"):
+    for name in ("benchmark", "report", "timing", "workload", "add", "square", "gelu", "adamw"):
         source = (ROOT / "scripts" / "bench" / f"{name}.py").read_text()
         top_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
         assert not [line for line in top_level if "torch" in line or "triton" in line], name
@@ -784,3 +784,53 @@ def test_triton_square_refuses_what_one_block_cannot_hold():
     for bad in (0, -3, 2**20 + 1):
         with pytest.raises(ValueError, match="triton_square"):
             triton_square.launch_params(bad)
+
+
+# ------------------------------------------------------------- the GELU and AdamW workloads
+
+
+def test_adamw_counts_seven_tensors_of_traffic():
+    assert adamw.WORKLOAD.tensors == 7 and gelu.WORKLOAD.tensors == 2
+    # 2^20 float32 elements in 1 ms: 4 tensors read, 3 written.
+    assert adamw.WORKLOAD.gbps(2**20, "float32", 1.0) == pytest.approx(7 * 4 * 2**20 / 1e6)
+
+
+@pytest.mark.parametrize("workload", [gelu.WORKLOAD, adamw.WORKLOAD], ids=lambda w: w.name)
+def test_the_peers_and_ours_agree_within_the_tolerance_on_the_cpu(workload):
+    # What the GPU run checks before it times: here on CPU tensors, torch's fused AdamW and
+    # foreach AdamW against ours, torch's GELU against ours (torch.compile left out).
+    torch = pytest.importorskip("torch")
+    impls = workload.implementations(False, 4)
+    impls.pop("torch.compile", None)
+    for dtype in workload.dtypes:
+        inputs = workload.make_inputs(4099, dtype, lambda shape, d: torch.randn(shape).to(
+            getattr(torch, d)))  # fmt: skip
+        timing.check_outputs(impls, inputs, workload.peers[0], dtype, workload.tolerance[dtype])
+    if workload is adamw.WORKLOAD:
+        assert (inputs[2] >= 0).all()  # exp_avg_sq prepared
+        bad = [t.clone() for t in inputs]
+        with pytest.raises(SystemExit, match="FAIL my_adamw_step"):
+            timing.check_outputs(
+                {**impls, "my_adamw_step": lambda p, m, v, g: (p + 1, m, v)},
+                bad,
+                workload.peers[0],
+                dtype,
+                workload.tolerance[dtype],
+            )
+
+
+@pytest.mark.parametrize("workload", [gelu.WORKLOAD, adamw.WORKLOAD], ids=lambda w: w.name)
+def test_gelu_and_adamw_targets_judge_2_20_and_up_against_the_best_peer(workload):
+    def rec(k, impl, gbps):
+        ms = workload.tensors * 2**k * 4 / (gbps * 1e9) * 1e3
+        return workload.record(2**k, "float32", impl, [ms, ms, ms])
+
+    peers = workload.peers
+    records = [rec(k, impl, 2000.0) for k in range(16, 29) for impl in peers]
+    records += [rec(k, workload.judged, 2100.0 if k != 24 else 1900.0) for k in range(16, 29)]
+    (target,) = workload.targets(records, ROOFLINE)
+    assert target.status == MISS and "2^24" in target.measured
+    records = [r for r in records if r.size != 2**24] + [rec(24, workload.judged, 2000.0)]
+    records += [rec(24, p, 2000.0) for p in peers]
+    (target,) = workload.targets(records, ROOFLINE)
+    assert target.status == PASS
