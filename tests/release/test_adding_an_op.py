@@ -1,6 +1,6 @@
-"""docs/ADDING_AN_OP.md, run: its three files written into a fresh clone exactly as the
-page shows them, then the clone builds, repairs, passes every release gate and the new op's
-tests. The recipe is the doc's, so the doc cannot go stale.
+"""docs/ADDING_AN_OP.md, run: its three files (an op with scalar arguments and a declared
+tolerance) written into a fresh clone exactly as the page shows them, then the clone builds,
+repairs, passes every release gate and the new op's tests, and doctor checks it. The recipe is the doc's, so the doc cannot go stale.
 
 Slow (a whole wheel build): marked `release`. The clone reuses this venv's tools."""
 
@@ -69,8 +69,9 @@ def test_recipe_op_passes_its_tests_and_the_declared_op_tests(recipe_clone):
     assert installed.returncode == 0, (installed.stdout + installed.stderr)[-4000:]
     # The clone's venv borrows this venv's tools through a .pth file, scripts not included:
     # pytest runs as a module (-P: the clone's root stays off sys.path).
-    args = ["tests/ops/test_my_sub.py", "tests/ops/test_ops.py", "tests/ops/test_torch_func.py",
-            "-k", "my_sub", "-p", "no:cacheprovider"]  # fmt: skip
+    args = ["tests/ops/test_my_softplus.py", "tests/ops/test_ops.py",
+            "tests/ops/test_torch_func.py", "tests/ops/test_torch_integration.py",
+            "-k", "my_softplus", "-p", "no:cacheprovider"]  # fmt: skip
     run = subprocess.run(
         [recipe_clone / ".venv" / "bin" / "python", "-P", "-m", "pytest", *args],
         cwd=recipe_clone, capture_output=True, text=True,
@@ -80,3 +81,17 @@ def test_recipe_op_passes_its_tests_and_the_declared_op_tests(recipe_clone):
     passed = int(re.search(r"(\d+) passed", out).group(1))
     assert passed >= 50, out[-2000:]  # its own two, the dtype/size/layout grid, torch.func
     assert "failed" not in out.splitlines()[-1]
+
+
+def test_doctor_and_the_smoke_test_name_the_recipe_op(recipe_clone):
+    installed = make(recipe_clone, "install")  # the repaired wheel (done if the test above ran)
+    assert installed.returncode == 0, (installed.stdout + installed.stderr)[-4000:]
+    python = recipe_clone / ".venv" / "bin" / "python"
+    for command in ("doctor", "smoke-test"):
+        run = subprocess.run(
+            [python, "-P", "-m", "cuda_ext_example", command],
+            cwd=recipe_clone, capture_output=True, text=True,
+        )  # fmt: skip
+        out = run.stdout + run.stderr
+        assert run.returncode == 0, out[-4000:]
+        assert "my_softplus" in out, out[-4000:]
