@@ -206,6 +206,8 @@ def write_op_references(folder: Path) -> None:
 class ZigNvrtcBuildExt(build_ext):
     def build_extension(self, ext) -> None:
         cfg = build_step("configuration (pyproject.toml, ARCHS)", config.load)
+        # A bad declaration is its own step's failure, named with its file and key.
+        build_step("op declarations (ops/*/ops.toml)", ops.declared_ops)
         generated = Path(self.build_temp).resolve() / "device_code"
         out = Path(self.get_ext_fullpath(ext.name))
         out.parent.mkdir(parents=True, exist_ok=True)

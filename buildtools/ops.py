@@ -343,8 +343,11 @@ def _ops_of(path: Path, all_dtypes: tuple[str, ...]) -> list[Op]:
     if not isinstance(derived, dict) or not all(
         IDENTIFIER.match(k) and isinstance(v, str) and v.strip() for k, v in derived.items()
     ):
-        _fail(path, '[derived]: name = "C++ expression of the scalars", e.g. '
-                    'scale = "1 / sqrt(1 - pow(beta, step))"')
+        _fail(
+            path,
+            '[derived]: name = "C++ expression of the scalars", e.g. '
+            'scale = "1 / sqrt(1 - pow(beta, step))"',
+        )
     if set(derived) & ({s.name for s in scalars} | set(inputs) | set(outputs)):
         _fail(path, "[derived]: a derived scalar has the name of another argument")
     if not scalars and derived:

@@ -32,8 +32,9 @@ def test_broken_kernel_ends_with_nvrtc_error_and_the_step(tmp_path):
     # A kernel author's typo in an op's element rule.
     rule = tmp_path / "ops" / "square" / "rule.h"
     text = rule.read_text()
-    line = text[: text.index("namespace cee_ops {")].count("\n") + 2  # the line after it
-    rule.write_text(text.replace("namespace cee_ops {", "namespace cee_ops {\nthis_is_not_cuda;"))
+    anchor = '#include "element_math.h"'
+    line = text[: text.index(anchor)].count("\n") + 2  # the line after it
+    rule.write_text(text.replace(anchor, anchor + "\nthis_is_not_cuda;"))
     run = subprocess.run(
         [sys.executable, "-m", "buildtools.build_wheel", "dist"],  # as make wheel runs it
         cwd=tmp_path,
@@ -53,6 +54,26 @@ def test_broken_kernel_ends_with_nvrtc_error_and_the_step(tmp_path):
     assert re.fullmatch(r'\d+ errors? detected in the compilation of "device_code.cu"\.', tail[-2])
     assert f"ops/square/rule.h({line}): error:" in run.stderr
     assert "NVRTC 12.9, sm_120: NVRTC compile for sm_120: NVRTC_ERROR_COMPILATION" in run.stderr
+
+
+def test_a_bad_declaration_ends_with_its_file_key_and_the_step(tmp_path):
+    for name in TREE:
+        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy
+        copy(ROOT / name, tmp_path / name)
+    declaration = tmp_path / "ops" / "square" / "ops.toml"
+    declaration.write_text(declaration.read_text().replace("torch.square(", "torch.sqare("))
+    run = subprocess.run(
+        [sys.executable, "-m", "buildtools.build_wheel", "dist"],
+        cwd=tmp_path, capture_output=True, text=True,
+        env={**os.environ, "CEE_SASS_ARCHS": "120"},
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert "Traceback" not in run.stderr, run.stderr
+    tail = last_lines(run.stderr, 2)
+    assert (
+        tail[-1] == "error: building cuda_ext_example failed at: op declarations (ops/*/ops.toml)"
+    )
+    assert tail[-2].startswith("ops/square/ops.toml: reference: torch.sqare does not exist")
 
 
 def test_broken_host_code_ends_with_zig_error_and_the_step(tmp_path):
