@@ -1,6 +1,7 @@
 """docs/ADDING_AN_OP.md, run: its three files (an op with scalar arguments and a declared
 tolerance) written into a fresh clone exactly as the page shows them, then the clone builds,
-repairs, passes every release gate and the new op's tests, and doctor checks it. The recipe is the doc's, so the doc cannot go stale.
+repairs, passes every release gate and the new op's tests, and doctor checks it. The recipe
+is the doc's, so the doc cannot go stale.
 
 Slow (a whole wheel build): marked `release`. The clone reuses this venv's tools."""
 
