@@ -3,13 +3,14 @@
     python -m scripts.gpu.coldstart [--repeats 5] [--json OUT]
 
 Each of --repeats fresh Python processes times, in order: import torch, the CUDA context,
-torch's first kernel (torch.mul) and torch's first new kernel (torch.add, a torch op never
-run before in that process: what an extension's first call is compared with), import
-cuda_ext_example, then the first call of every op of the installed wheel, each followed by
-its warm calls. The ops' order turns by one per process, so the op that comes first (and
-also opens the driver) changes. Every row is the median over the processes, with the spread
-(min-max); the target: every op's first call <= torch's first new kernel + 0.5 ms (the
-launcher loads one op's library, its fatbin, at that op's first call).
+torch's first kernel (torch.mul), then three new kernels of torch (torch.add, torch.sub,
+torch.maximum: torch ops never run before in that process; their median is "torch's first
+new kernel", what an extension's first call is compared with), import cuda_ext_example, then
+the first call of every op of the installed wheel, each followed by its warm calls. The
+ops' order turns by one per process, so the op that comes first (and also opens the driver)
+changes. Every row is the median over the processes, with the spread (min-max); the target:
+every op's first call <= torch's first new kernel + 0.5 ms (the launcher loads one op's
+library, its fatbin, at that op's first call).
 
 With a GPU it also runs once more with CUDA_DISABLE_PTX_JIT=1: the driver may then not
 JIT-compile any PTX, so if the first calls still work, the wheel's SASS for this GPU is what
@@ -31,7 +32,7 @@ from scripts.cli_args import at_least_one
 
 # The target: an op's first call over torch's first new kernel, in ms (scripts.bench too).
 TARGET_MS = 0.5
-BASELINE = "first torch.add"
+BASELINE = "torch's first new kernel"
 
 # Runs in a fresh interpreter (argv[1]: how far to turn the ops' order); prints one JSON
 # object: seconds per row, "ops" (the order they ran in) and "device".
@@ -60,10 +61,14 @@ def first_and_warm(name, fn, args):
         s = time.perf_counter(); fn(*args); sync(); warm.append(time.perf_counter() - s)
     t[f"warm {name}"] = sorted(warm)[len(warm) // 2]
 
-# torch's first kernel of the process loads its CUDA modules; the next, a new kernel, is
-# what the first call of an extension's kernel is compared with.
+# torch's first kernel of the process loads its CUDA modules; the next ones, each a new
+# kernel, are what the first call of an extension's kernel is compared with.
 first_and_warm("torch.mul", torch.mul, inputs[:2])
-first_and_warm("torch.add", torch.add, inputs[:2])
+new = []
+for name in ("add", "sub", "maximum"):
+    first_and_warm(f"torch.{name}", getattr(torch, name), inputs[:2])
+    new.append(t[f"first torch.{name}"])
+t["torch's first new kernel"] = sorted(new)[1]
 s = time.perf_counter(); import cuda_ext_example
 t["import cuda_ext_example"] = time.perf_counter() - s
 from cuda_ext_example.ops import DECLARATIONS
@@ -83,7 +88,10 @@ EXPLAIN = {
     "import torch": "loading torch's shared libraries and Python modules",
     "CUDA context": "driver init + primary context on the GPU (torch does this once)",
     "first torch.mul": "torch's first kernel of the process",
-    "first torch.add": "torch's first new kernel (after torch.mul's): the baseline",
+    "first torch.add": "a new kernel of torch (after torch.mul's)",
+    "first torch.sub": "another",
+    "first torch.maximum": "another",
+    BASELINE: "the median of these three: the baseline",
     "import cuda_ext_example": "dlopen of our .so + op registration (no CUDA work yet)",
     "first of ours": "the process's first call of ours (whichever op came first): + libcuda's "
     "entry points",
@@ -95,6 +103,7 @@ EXPLAIN = {
 EXPLAIN_CPU = {
     "first torch.mul": "torch's first CPU op of the process",
     "first torch.add": "torch's first add (after torch.mul's), for comparison",
+    BASELINE: "the median of torch.add's, torch.sub's and torch.maximum's",
     "first of ours": "the process's first call of ours (CPU kernel)",
     "first op": "first call of the op's CPU kernel (no GPU: no library or kernel load)",
 }

@@ -21,8 +21,12 @@ OPS = ["my_add", "my_fast_add", "my_square"]
 def sample(turn: int, ms: dict[str, float], device: str = "NVIDIA H100 80GB HBM3") -> dict:
     """One process's seconds as the child prints them, the ops turned by `turn`."""
     order = OPS[turn:] + OPS[:turn]
-    t = {"import torch": 3.7, "CUDA context": 0.3, "first torch.mul": 0.015}
-    t.update({"warm torch.mul": 1e-5, "first torch.add": ms["torch"] / 1e3, "warm torch.add": 1e-5})
+    t = {"import torch": 3.7, "CUDA context": 0.3, "first torch.mul": 0.015, "warm torch.mul": 0}
+    for i, new in enumerate(("add", "sub", "maximum")):  # the middle one is the median
+        t.update(
+            {f"first torch.{new}": (ms["torch"] + (i - 1) * 0.05) / 1e3, f"warm torch.{new}": 0}
+        )
+    t[coldstart.BASELINE] = ms["torch"] / 1e3
     t["import cuda_ext_example"] = 0.05
     for op in order:
         t[f"first {op}"] = ms[op] / 1e3
@@ -40,7 +44,8 @@ SAMPLES = [  # the first op of each process: my_add, my_fast_add, my_square
 
 def test_rows_are_medians_with_their_spread_in_the_declared_order():
     rows = coldstart.summarize(SAMPLES)
-    assert rows["first torch.add"] == pytest.approx((0.15e-3, 0.10e-3, 0.20e-3))
+    assert rows["torch's first new kernel"] == pytest.approx((0.15e-3, 0.10e-3, 0.20e-3))
+    assert rows["first torch.maximum"] == pytest.approx((0.20e-3, 0.15e-3, 0.25e-3))
     assert rows["first my_fast_add"] == pytest.approx((0.60e-3, 0.55e-3, 0.65e-3))
     ours = [k for k in rows if k.startswith(("first my", "warm my"))]
     assert ours == [f"{w} {op}" for op in OPS for w in ("first", "warm")]
