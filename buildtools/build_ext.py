@@ -2,8 +2,8 @@
 
 - Device code: every declared op's kernel instances (ops/*/ops.toml, ops/*/rule.h over
   csrc/elementwise_kernels.cuh) -> NVRTC 12.0 (the archs CUDA 12.0 knows) and 12.9 (the
-  newer archs and the PTX) -> one fatbin (buildtools/device_code.py), embedded by an
-  assembly file, with the generated op table cee_generated.h for the host code. CUDA 12
+  newer archs and the PTX) -> one fatbin per op (buildtools/device_code.py), embedded by
+  an assembly file, with the generated op table cee_generated.h for the host code. CUDA 12
   device code runs on every driver >= 525.
 - Host code: csrc/ops.cpp (torch ops), csrc/python_module.cpp (the module) and
   csrc/launcher.cpp (driver API), compiled by zig
@@ -220,7 +220,8 @@ class ZigNvrtcBuildExt(build_ext):
             targets,
             cfg.arch_summary,
         )
-        print(f"device code: {code.compiler}, {' '.join(code.targets)}, {len(code.fatbin)} bytes")
+        sizes = ", ".join(f"{name} {len(fatbin)}" for name, fatbin in code.fatbins.items())
+        print(f"device code: {code.compiler}, {' '.join(code.targets)}; fatbin bytes: {sizes}")
         arch = cross.target_arch()
         build_step("host code and link (zig c++)", link_extension, cfg, generated, out, arch)
 

@@ -8,7 +8,11 @@
 //   all match build/cpp/cee_harness N      one float32 case of N elements,
 //   every op
 //
-// Exit codes: 0 all correct, 1 a mismatch, 2 a CUDA error (message printed).
+// After each op it checks that the launcher has loaded the libraries of the
+// ops run so far (one per op), and no other.
+//
+// Exit codes: 0 all correct, 1 a mismatch (or a library loaded that no call
+// used), 2 a CUDA error (message printed).
 // Memory and copies use driver entry points handed out by the launcher.
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -197,6 +201,28 @@ void use_device_zero() {
   check(set_current(ctx), "cuCtxSetCurrent");
 }
 
+// The library (one per op) that holds the op's kernels.
+int library_of(const cee::OpInfo& op) {
+  for (int i = 0; i < (1 + CEE_NUM_VECTOR_SHAPES) * CEE_NUM_DTYPES; ++i)
+    if (op.kernels[i] >= 0) return cee_kernel_libraries[op.kernels[i]];
+  return -1;
+}
+
+// After `op` ran: the launcher has loaded its library and those of the ops
+// before it (`used`), and no other; returns 1 if not (printed), else 0.
+int64_t check_libraries(const cee::OpInfo& op, bool* used) {
+  const int library = library_of(op);
+  if (library >= 0) used[library] = true;
+  int64_t wrong = 0;
+  for (int i = 0; i < cee_num_libraries(); ++i) {
+    if (cee_library_loaded(i) == (used[i] ? 1 : 0)) continue;
+    std::printf("LIBRARY %s is %s after %s ran\n", cee_library_name(i),
+                used[i] ? "not loaded" : "loaded", op.name);
+    wrong = 1;
+  }
+  return wrong;
+}
+
 }  // namespace
 
 // The launcher's lookup by name expression (cee_find_kernel, for code that
@@ -243,8 +269,10 @@ int main(int argc, char** argv) {
   const bool one = argc > 1;
   if (one) sizes = {std::atoll(argv[1])};
   int64_t wrong = 0;
-#define CEE_RUN_OP(name, signature, schema) \
-  wrong += run_op<signature>(cee_op_##name, rng, sizes, one);
+  bool used[CEE_NUM_LIBRARIES] = {};
+#define CEE_RUN_OP(name, signature, schema)                   \
+  wrong += run_op<signature>(cee_op_##name, rng, sizes, one); \
+  wrong += check_libraries(cee_op_##name, used);
   CEE_FOR_EACH_OP(CEE_RUN_OP)
 #undef CEE_RUN_OP
   std::printf("%s: %lld wrong elements\n", wrong ? "FAILED" : "OK",

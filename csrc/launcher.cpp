@@ -1,5 +1,5 @@
-// CUDA launcher: runs the embedded fatbin's kernels through the NVIDIA driver
-// API, with no CUDA runtime.
+// CUDA launcher: runs the embedded device code's kernels through the NVIDIA
+// driver API, with no CUDA runtime.
 //
 // Op-agnostic: it knows kernels by their index in the generated table
 // (cee_generated.h, from the op declarations), never by what they compute.
@@ -12,21 +12,30 @@
 //   cuGetProcAddress asking for CUDA 12.0 behaviour, the oldest driver we
 //   promise, through the versioned PFN_*_vNNNNN types of cudaTypedefs.h (a test
 //   checks each against the CUDA 12.0 driver API).
-// - the fatbin is loaded once per process with cuLibraryLoadData, which is
-//   context-independent: its CUkernels serve every device.
+// - the device code is one library per op (a fatbin of its own, every target
+//   in it; cee_generated.h says which library each kernel is in). A library
+//   is loaded with cuLibraryLoadData at the first launch of one of its
+//   kernels, once per process (its own Once: a failed load keeps its error),
+//   and serves every device (context-independent). So the first call of an
+//   op loads that op's code only: its cost does not grow with the number of
+//   ops in the wheel (cold start).
 // - a launch runs in the primary context of the tensors' device. torch has
 //   made it current already (device guard); if not (another thread, the
 //   harness), it is pushed for the launch and popped again, so the caller's
 //   context state never changes.
 // - before a kernel's first launch on a device, it is resolved for that
-//   device's context with cuKernelGetFunction (CUDA 12.0), which loads it
-//   there, and the launch then uses that CUfunction. So no launch relies on
-//   the driver loading the kernel lazily inside cuLaunchKernel, which drivers
-//   before CUDA 12.3 cannot do while the stream captures a CUDA graph. The
-//   loading calls run with this thread's capture mode set to relaxed
-//   (cuThreadExchangeStreamCaptureMode), so a first call made inside
-//   torch.cuda.graph capture may still load: those are not stream work. Only
-//   the kernels a process uses are loaded (cold start).
+//   device's context with cuLibraryGetKernel then cuKernelGetFunction (both
+//   CUDA 12.0), which loads it there, and the launch then uses that
+//   CUfunction. So no launch relies on the driver loading the kernel lazily
+//   inside cuLaunchKernel, which drivers before CUDA 12.3 cannot do while the
+//   stream captures a CUDA graph.
+// - graph capture: the library load and the kernel resolution run with this
+//   thread's capture mode set to relaxed (cuThreadExchangeStreamCaptureMode),
+//   so the first call of an op made inside torch.cuda.graph capture may still
+//   load its library and kernel: those are not stream work, and the only call
+//   on the capturing stream is cuLaunchKernel of a resolved CUfunction. A
+//   driver that refuses anyway gets an error saying to call the op once
+//   before capturing.
 // - a toolkit stub libcuda.so.1, or a driver without code for the GPU, gets
 //   one error that names the cause and the fix.
 // Compiled by zig with the other host code; includes only NVIDIA's C headers.
@@ -44,8 +53,12 @@
 
 #include "cee_generated.h"  // CEE_DEVICE_CODE, cee_kernel_names, CEE_MIN_DRIVER
 
-// The fatbin, embedded by the generated device_code.S (section .nv_fatbin).
-extern "C" const unsigned char cee_fatbin[];
+// Each library's fatbin, embedded by the generated device_code.S (section
+// .nv_fatbin) under the symbol cee_fatbin_<name>.
+#define CEE_DECLARE_FATBIN(index, name) \
+  extern "C" const unsigned char cee_fatbin_##name[];
+CEE_FOR_EACH_LIBRARY(CEE_DECLARE_FATBIN)
+#undef CEE_DECLARE_FATBIN
 
 namespace {
 
@@ -79,23 +92,37 @@ struct Driver {
   PFN_cuGetProcAddress_v12000 get_proc_address;
 };
 
-// One setup step (the driver; the device code), tried once: its error is kept
-// for every later call.
+// One setup step (the driver; a library of device code), tried once: its
+// error is kept for every later call. Its mutex serializes the first try only.
 struct Once {
+  std::mutex mutex;
   bool tried = false;
   std::atomic<bool> ok{false};
   CUresult status = CUDA_SUCCESS;  // the failing driver call's result, if any
   char error[512] = {0};
 };
 
-// The driver, the loaded library and what was looked up in it. Calls after
-// the first read atomics only (launch-bound callers count every lock); the
-// mutex serializes the first look-ups.
+// One library of device code (one op's fatbin), loaded at the first launch of
+// one of its kernels.
+struct Library {
+  Once step;
+  CUlibrary handle = nullptr;  // set by step
+};
+
+const unsigned char* const kFatbins[CEE_NUM_LIBRARIES] = {
+#define CEE_FATBIN_ADDRESS(index, name) cee_fatbin_##name,
+    CEE_FOR_EACH_LIBRARY(CEE_FATBIN_ADDRESS)
+#undef CEE_FATBIN_ADDRESS
+};
+
+// The driver, the loaded libraries and what was looked up in them. Calls
+// after the first read atomics only (launch-bound callers count every lock);
+// the mutex serializes the first look-ups of kernels and contexts.
 struct State {
   std::mutex mutex;
-  Once driver_step, library_step;
+  Once driver_step;
+  Library libraries[CEE_NUM_LIBRARIES];
   Driver driver = {};
-  CUlibrary library = nullptr;
   CUkernel kernels[CEE_NUM_KERNELS] = {};  // under the mutex
   std::atomic<CUcontext> primary[kMaxDevices] = {};
   // Each device's name (cee_device_name), once looked up.
@@ -228,36 +255,49 @@ class RelaxedCapture {
   bool ok_ = false;
 };
 
-bool load_library(State& s, Once& once) {
+// Loads one library's fatbin (cuLibraryLoadData); its kernels are resolved
+// for a device at their first launch there (resolve_kernel).
+bool load_library(State& s, int index, Once& once) {
   RelaxedCapture relaxed(s.driver);
-  once.status = s.driver.cuLibraryLoadData(&s.library, cee_fatbin, nullptr,
-                                           nullptr, 0, nullptr, nullptr, 0);
+  once.status =
+      s.driver.cuLibraryLoadData(&s.libraries[index].handle, kFatbins[index],
+                                 nullptr, nullptr, 0, nullptr, nullptr, 0);
   if (once.status != CUDA_SUCCESS) {
-    describe_driver_error(s.driver, once.status,
-                          "loading the device code (cuLibraryLoadData)",
-                          once.error, sizeof once.error);
+    char what[128];
+    snprintf(what, sizeof what,
+             "loading the device code of %s (cuLibraryLoadData)",
+             cee_library_names[index]);
+    describe_driver_error(s.driver, once.status, what, once.error,
+                          sizeof once.error);
     return false;
   }
   return true;
 }
 
-// Runs a setup step once per process; false with its error in err.
-bool run_once(State& s, Once& once, bool (*step)(State&, Once&), char* err,
-              size_t err_len) {
+// Runs a setup step (step(once) -> ok) once per process; false with its error
+// in err.
+template <typename Step>
+bool run_once(Once& once, Step step, char* err, size_t err_len) {
   if (once.ok.load(std::memory_order_acquire)) return true;
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::lock_guard<std::mutex> lock(once.mutex);
   if (!once.tried) {
     once.tried = true;
-    once.ok.store(step(s, once), std::memory_order_release);
+    once.ok.store(step(once), std::memory_order_release);
   }
   if (once.ok.load(std::memory_order_relaxed)) return true;
   snprintf(err, err_len, "%s", once.error);
   return false;
 }
 
+bool driver_ready(State& s, char* err, size_t err_len) {
+  return run_once(
+      s.driver_step, [&s](Once& once) { return initialize_driver(s, once); },
+      err, err_len);
+}
+
 // The kernel loaded for the device's primary context (current), resolved at its
-// first use: cuLibraryGetKernel (context-independent, once) then
-// cuKernelGetFunction.
+// first use: cuLibraryGetKernel in its library (loaded; context-independent,
+// once) then cuKernelGetFunction.
 CUresult resolve_kernel(State& s, int device, int kernel, CUfunction* out,
                         const char** what) {
   std::atomic<CUfunction>& cached = s.functions[device][kernel];
@@ -268,8 +308,9 @@ CUresult resolve_kernel(State& s, int device, int kernel, CUfunction* out,
   CUresult status = CUDA_SUCCESS;
   if (!s.kernels[kernel]) {
     *what = "cuLibraryGetKernel";
-    status = s.driver.cuLibraryGetKernel(&s.kernels[kernel], s.library,
-                                         cee_kernel_names[kernel]);
+    status = s.driver.cuLibraryGetKernel(
+        &s.kernels[kernel], s.libraries[cee_kernel_libraries[kernel]].handle,
+        cee_kernel_names[kernel]);
   }
   if (status == CUDA_SUCCESS) {
     *what = "loading the kernel for this GPU (cuKernelGetFunction)";
@@ -355,7 +396,7 @@ extern "C" int cee_launch(int kernel, unsigned grid, unsigned block,
                           char* err, size_t err_len) {
   char reason[512];
   State& s = state();
-  if (!run_once(s, s.driver_step, initialize_driver, reason, sizeof reason)) {
+  if (!driver_ready(s, reason, sizeof reason)) {
     snprintf(err, err_len, "%s: %s", op, reason);
     return -1;
   }
@@ -366,9 +407,16 @@ extern "C" int cee_launch(int kernel, unsigned grid, unsigned block,
     return -1;
   }
   const Driver& d = s.driver;
-  if (!run_once(s, s.library_step, load_library, reason, sizeof reason)) {
-    describe_launch_error(d, s.library_step.status, device, op,
-                          "cuLibraryLoadData", err, err_len);
+  const int index = cee_kernel_libraries[kernel];
+  Library& library = s.libraries[index];
+  auto load = [&s, index](Once& once) { return load_library(s, index, once); };
+  if (!run_once(library.step, load, reason, sizeof reason)) {
+    char what[128];
+    snprintf(what, sizeof what,
+             "loading the device code of %s (cuLibraryLoadData)",
+             cee_library_names[index]);
+    describe_launch_error(d, library.step.status, device, op, what, err,
+                          err_len);
     return -1;
   }
   const char* what = "cuDevicePrimaryCtxRetain";
@@ -398,8 +446,7 @@ extern "C" int cee_launch(int kernel, unsigned grid, unsigned block,
 extern "C" const char* cee_device_name(int device) {
   State& s = state();
   char err[512];
-  if (device < 0 || device >= kMaxDevices ||
-      !run_once(s, s.driver_step, initialize_driver, err, sizeof err))
+  if (device < 0 || device >= kMaxDevices || !driver_ready(s, err, sizeof err))
     return nullptr;
   if (s.named[device].load(std::memory_order_acquire))
     return s.device_names[device];
@@ -419,8 +466,7 @@ extern "C" const char* cee_device_name(int device) {
 extern "C" void* cee_cuda_entry_point(const char* name, char* err,
                                       size_t err_len) {
   State& s = state();
-  if (!run_once(s, s.driver_step, initialize_driver, err, err_len))
-    return nullptr;
+  if (!driver_ready(s, err, err_len)) return nullptr;
   void* fn = entry_point(s.driver, name);
   if (!fn)
     snprintf(err, err_len, "the NVIDIA driver has no %s for CUDA %s", name,
@@ -429,3 +475,16 @@ extern "C" void* cee_cuda_entry_point(const char* name, char* err,
 }
 
 extern "C" const char* cee_cuda_arch_list(void) { return CEE_DEVICE_CODE; }
+
+extern "C" int cee_num_libraries(void) { return CEE_NUM_LIBRARIES; }
+
+extern "C" const char* cee_library_name(int library) {
+  return library >= 0 && library < CEE_NUM_LIBRARIES
+             ? cee_library_names[library]
+             : nullptr;
+}
+
+extern "C" int cee_library_loaded(int library) {
+  if (library < 0 || library >= CEE_NUM_LIBRARIES) return 0;
+  return state().libraries[library].step.ok.load(std::memory_order_acquire);
+}

@@ -1,9 +1,10 @@
 // C interface of the CUDA launcher (csrc/launcher.cpp): the op-agnostic core
-// that loads the embedded device code and launches any of its kernels through
-// the NVIDIA driver API (no CUDA runtime). Used by the torch ops (csrc/ops.cpp,
-// through csrc/elementwise_launch.h) and by the standalone harness
-// (csrc/harness.cpp). Only plain C types cross it. libcuda.so.1 is opened at
-// the first CUDA call, never at import.
+// that loads the embedded device code (one library per op, each at its first
+// use) and launches any of its kernels through the NVIDIA driver API (no CUDA
+// runtime). Used by the torch ops (csrc/ops.cpp, through
+// csrc/elementwise_launch.h) and by the standalone harness (csrc/harness.cpp).
+// Only plain C types cross it. libcuda.so.1 is opened at the first CUDA call,
+// never at import.
 #pragma once
 
 #include <stddef.h>
@@ -45,6 +46,14 @@ void* cee_cuda_entry_point(const char* name, char* err, size_t err_len);
 // The device code this binary carries, e.g.
 // "SASS sm_75 sm_80 ...; PTX compute_120 (NVRTC 12.0 + 12.9)".
 const char* cee_cuda_arch_list(void);
+
+// The libraries of device code (one per op, each its own fatbin, loaded at the
+// first launch of one of its kernels): how many, the name of one (NULL out of
+// range), and whether this process has loaded it (1) or not (0). What tests
+// read to see that a first call loads its own op's library only.
+int cee_num_libraries(void);
+const char* cee_library_name(int library);
+int cee_library_loaded(int library);
 
 #ifdef __cplusplus
 }

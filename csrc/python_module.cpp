@@ -1,8 +1,10 @@
 // The CPython module `_C`: importing it loads this library, whose static
 // initializers register the ops with torch (ops.cpp). Its functions expose the
 // launch-shape choice (elementwise_launch.h), which has no torch op: what tests
-// check with no GPU, and what the tuning command forces. Py_LIMITED_API: the
-// module uses only the stable Python ABI, so the wheel is abi3.
+// check with no GPU, and what the tuning command forces; and which libraries of
+// device code (one per op) the launcher has loaded, for the cold-start tests.
+// Py_LIMITED_API: the module uses only the stable Python ABI, so the wheel is
+// abi3.
 #ifndef Py_LIMITED_API
 #error "build with -DPy_LIMITED_API=0x030A0000 (see buildtools/build_ext.py)"
 #endif
@@ -71,6 +73,26 @@ PyObject* py_force_launch_shape(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// libraries([loaded_only]) -> [name, ...]: the device-code libraries (one per
+// op), or only those this process has loaded.
+PyObject* py_libraries(PyObject*, PyObject* args) {
+  int loaded_only = 0;
+  if (!PyArg_ParseTuple(args, "|p", &loaded_only)) return nullptr;
+  int chosen[CEE_NUM_LIBRARIES], count = 0;
+  for (int i = 0; i < cee_num_libraries(); ++i)
+    if (!loaded_only || cee_library_loaded(i)) chosen[count++] = i;
+  PyObject* list = PyList_New(count);
+  for (int k = 0; list && k < count; ++k) {
+    PyObject* name = Py_BuildValue("s", cee_library_name(chosen[k]));
+    if (!name) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SetItem(list, k, name);
+  }
+  return list;
+}
+
 PyMethodDef cee_methods[] = {
     {"vector_shapes", py_vector_shapes, METH_NOARGS,
      "The compiled launch shapes: [(access bytes, block, per thread, load), "
@@ -81,6 +103,10 @@ PyMethodDef cee_methods[] = {
     {"force_launch_shape", py_force_launch_shape, METH_VARARGS,
      "force_launch_shape(index): every vectorized launch takes this shape "
      "(-1: the per-GPU tables); for tuning and tests"},
+    {"libraries", py_libraries, METH_VARARGS,
+     "libraries([loaded_only]) -> [name, ...]: the device-code libraries "
+     "(one per op, each loaded at the first launch of one of its kernels), or "
+     "those this process has loaded; for tests"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -96,6 +96,42 @@ def patchelf(so: Path, *args: str) -> Path:
     return so
 
 
+def nv_fatbin_without(so: Path, library: str, sass_arch: str | None = None) -> Path:
+    """The extension with its .nv_fatbin rewritten (objcopy --update-section): without the
+    fatbin of `library` (an op), or with that fatbin but without its SASS for `sass_arch`
+    ('sm_90')."""
+    data = binary_info.section_data(so, ".nv_fatbin")
+    section = b""
+    for fatbin in binary_info.fatbins(data):
+        raw = data[fatbin.offset : fatbin.offset + fatbin.size]
+        if fatbin.name == library:
+            if sass_arch is None:
+                continue
+            raw = _fatbin_without_sass(raw, sass_arch)
+        section += raw + b"\0" * (-len(raw) % 8)
+    new = so.parent / "nv_fatbin.bin"
+    new.write_bytes(section)
+    objcopy = shutil.which("objcopy")
+    if objcopy is None:
+        import pytest
+
+        pytest.skip("needs objcopy")
+    subprocess.run([objcopy, "--update-section", f".nv_fatbin={new}", so], check=True)
+    return so
+
+
+def _fatbin_without_sass(raw: bytes, sass_arch: str) -> bytes:
+    magic, version, header_size, _ = binary_info.FATBIN_HEADER.unpack_from(raw, 0)
+    entries, at = b"", header_size
+    while at < len(raw):
+        kind, _, ehs, esize, *_, arch = binary_info.ENTRY_HEADER.unpack_from(raw, at)
+        if not (binary_info.ENTRY_KINDS.get(kind) == "sass" and f"sm_{arch}" == sass_arch):
+            entries += raw[at : at + ehs + esize]
+        at += ehs + esize
+    header = binary_info.FATBIN_HEADER.pack(magic, version, header_size, len(entries))
+    return header + raw[binary_info.FATBIN_HEADER.size : header_size] + entries
+
+
 def run_gates_until_refused(wheel: Path) -> release_gates.GateFailure:
     """Runs the whole gate list, as `python -m scripts.release gates` does, and returns
     the failure that stopped it (a wheel that passes is a test failure)."""

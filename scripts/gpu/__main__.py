@@ -9,6 +9,13 @@
     python -m scripts.gpu compat TORCH_SPEC WHEEL   the suite in a fresh venv with another torch
                                                     (any machine with network; GPU tests skip
                                                     without a GPU)
+    python -m scripts.gpu coldstart WHEEL [WHEEL ...] [--repeats 7] [--out OUTDIR]
+                                                    each wheel's cold start (first call of every
+                                                    op against torch's first new kernel)
+    python -m scripts.gpu coldstart-wheel [--extra 10] [--archs 90]
+                                                    here, on the build machine: this checkout
+                                                    with N synthetic ops more, built into
+                                                    build/gpu/wheels/coldstart/<ops>-ops-<archs>/
 
 Wheels of test-only tools the machine lacks may lie in build/gpu/wheels/ (installed next to
 ours), those of the release check's tools (pypiserver, nbclient, ipykernel) in
@@ -29,7 +36,7 @@ from pathlib import Path
 
 from buildtools.config import ROOT
 from scripts.bench.benchmark import WORKLOADS
-from scripts.cli_args import wheel_problem
+from scripts.cli_args import at_least_one, wheel_problem
 
 from .facts import Log, header
 
@@ -152,7 +159,7 @@ def run_tools(wheel: Path, out: Path, env: dict, here: str) -> int:
         "inspect (device code, ELF, shims)",
         [*tool, "scripts.inspect", wheel.resolve()], env=env, cwd=ROOT,
     )  # fmt: skip
-    log.run("coldstart", [*tool, "scripts.gpu.coldstart", "--repeats", "3"], env=env, cwd=ROOT)
+    log.run("coldstart", [*tool, "scripts.gpu.coldstart", "--repeats", "5"], env=env, cwd=ROOT)
     log.run("JIT build (make jit)", [*tool, "scripts.gpu.jit_check", "csrc"], env=env, cwd=ROOT)
     log.run(
         "profiler trace",
@@ -234,6 +241,59 @@ def cmd_bench(args) -> int:
         return 1 if log.failed else 0
 
 
+def cmd_coldstart(args) -> int:
+    """Each wheel installed on its own (as `suite` installs one), then its cold start in
+    fresh processes: one log, and a JSON of every process's numbers per wheel."""
+    for wheel in args.wheels:
+        check_wheel(wheel)
+    out = args.out.resolve()
+    log = Log(out / "coldstart.log")
+    for index, wheel in enumerate(args.wheels):
+        with install(wheel) as env:
+            if index == 0:
+                log.write(facts_in(env))
+            ops = _op_count(env)
+            log.write(f"\nwheel: {wheel} ({ops} ops)")
+            log.run(
+                f"coldstart: {wheel.name}, {ops} ops",
+                [sys.executable, "-m", "scripts.gpu.coldstart", "--repeats", str(args.repeats),
+                 "--json", out / f"coldstart-{index + 1}-{ops}-ops.json"],
+                env=env, cwd=ROOT,
+            )  # fmt: skip
+    log.write(f"\nfailed: {log.failed or 'none'}")
+    return 1 if log.failed else 0
+
+
+def _op_count(env: dict) -> str:
+    """How many ops the installed wheel declares (its build record), or "?"."""
+    code = "import json, cuda_ext_example as c; print(len(c.BUILD_INFO['ops']))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=tempfile.gettempdir())  # fmt: skip
+    return run.stdout.strip() or "?"
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number >= 0."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"not a whole number >= 0: {text!r}")
+    return int(text)
+
+
+def cmd_coldstart_wheel(args) -> int:
+    from .synthetic_ops import BuildFailed, build_wheel
+
+    try:
+        wheel = build_wheel(args.extra, args.archs)
+    except (BuildFailed, OSError, ValueError) as exc:  # ValueError: a bad declaration
+        raise Refused(str(exc)) from None
+    shown = wheel.relative_to(ROOT)
+    print(
+        f"built {shown}: carry build/gpu/wheels/ to the GPU machine, then "
+        f"python -m scripts.gpu coldstart wheelhouse/*.whl {shown}"
+    )
+    return 0
+
+
 def cmd_compat(args) -> int:
     check_wheel(args.wheel)  # before the venv and torch's download
     venv_dir = ROOT / "build" / ("compat-" + "".join(c if c.isalnum() else "_" for c in args.torch))
@@ -288,6 +348,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("wheel", type=Path)
     p.add_argument("--log", type=Path, default=ROOT / "build" / "gpu" / "compat.log")
     p.set_defaults(func=cmd_compat)
+    p = sub.add_parser("coldstart", help="each wheel's first calls against torch's, in fresh "
+                       "processes")  # fmt: skip
+    p.add_argument("wheels", type=Path, nargs="+", metavar="WHEEL")
+    p.add_argument("--repeats", type=at_least_one("process"), default=7, help="fresh processes")
+    p.add_argument("--out", type=Path, default=ROOT / "build" / "gpu" / "coldstart")
+    p.set_defaults(func=cmd_coldstart)
+    p = sub.add_parser("coldstart-wheel", help="(build machine) a wheel with N synthetic ops more")
+    p.add_argument("--extra", type=_count, default=10,
+                   help="synthetic ops to add (copies of ops/add; 0: none)")  # fmt: skip
+    p.add_argument("--archs", default="90",
+                   help='SASS archs, as make wheel ARCHS= takes them ("all": every declared '
+                   "target)")  # fmt: skip
+    p.set_defaults(func=cmd_coldstart_wheel)
     # What follows "--" goes to pytest (or the benchmark) untouched: argparse would read its
     # -m as ours.
     argv = sys.argv[1:] if argv is None else argv

@@ -1,8 +1,9 @@
 """What `compute-sanitizer` checks (memcheck, racecheck, initcheck): every declared op
-over every dtype, odd sizes, unaligned offsets and the largest sizes.
+over every dtype, odd sizes, unaligned offsets and the largest sizes, each op's library (its
+fatbin) loaded at the op's first call under the tool.
 
 Inputs are made on the CPU and copied over, so initcheck sees them written.
-Exits non-zero on a wrong result.
+Exits non-zero on a wrong result, or when an op's first call loaded another op's library.
 """
 
 import sys
@@ -10,7 +11,7 @@ import sys
 import torch
 
 import cuda_ext_example
-from cuda_ext_example import SUPPORTED_DTYPES
+from cuda_ext_example import _C, SUPPORTED_DTYPES
 from cuda_ext_example.op_checks import DECLARATIONS, reference, sample_inputs
 
 if not torch.cuda.is_available():
@@ -20,6 +21,7 @@ SIZES = [1, 2, 7, 15, 17, 33, 1000, 4099, (1 << 20) + 3]
 LARGEST = [(1 << 26) + 5]
 wrong = 0
 for name, op in DECLARATIONS.items():
+    before = set(_C.libraries(True))
     function, ref = getattr(cuda_ext_example, name), reference(op)
     for dtype in SUPPORTED_DTYPES:
         for n in SIZES + (LARGEST if dtype in (torch.float32, torch.int8) else []):
@@ -29,6 +31,10 @@ for name, op in DECLARATIONS.items():
                 if not torch.equal(got, ref(*(x[offset:] for x in full))):
                     print(f"WRONG {name} {dtype} n={n} offset={offset}")
                     wrong += 1
+    loaded = set(_C.libraries(True)) - before
+    if loaded != {name}:  # one library per op, loaded at its first call
+        print(f"WRONG {name}: its first calls loaded the libraries {sorted(loaded)}")
+        wrong += 1
 torch.cuda.synchronize()
 print(f"sanitizer target: {wrong} wrong results")
 sys.exit(1 if wrong else 0)

@@ -2,10 +2,10 @@
 
 Shared by the wheel tests, the release gates and `python -m scripts.inspect`.
 ELF facts come from pyelftools (requirements/test.in; installed with auditwheel).
-The device code is read from the embedded fatbin itself (fatbin_entries): cuobjdump 13.x
-stops with "Invalid ELF" at the sm_90 cubin of NVRTC 12.0 (nvdisasm reads it), so the
-listing, the CUDA of each cubin and the compression flags do not depend on it. SASS is
-disassembled by NVIDIA's nvdisasm, one cubin at a time.
+The device code is read from the embedded fatbins themselves (one per op: fatbins):
+cuobjdump 13.x stops with "Invalid ELF" at the sm_90 cubin of NVRTC 12.0 (nvdisasm reads
+it), so the listing, the CUDA of each cubin and the compression flags do not depend on it.
+SASS is disassembled by NVIDIA's nvdisasm, one cubin at a time.
 """
 
 from __future__ import annotations
@@ -136,17 +136,22 @@ def find_cuda_tool(name: str) -> str | None:
 # ------------------------------------------------------------------ the fatbin
 # Layout (as nvcc and nvFatbin write it; NVIDIA documents no struct, fatbinary_section.h
 # only the wrapper): a 16-byte header (magic, version, header size, size of the entries),
-# then entries, each a header followed by its payload (a cubin or PTX text).
+# then entries, each a header followed by its payload (a cubin or PTX text). A .nv_fatbin
+# section holds one fatbin after the other, 8-byte aligned: the build embeds one per op
+# (buildtools/device_code.py), each entry named after its op (nvFatbin's identifier, which
+# cuobjdump prints as my_add.sm_90.cubin), under the symbol cee_fatbin_<op>.
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_HEADER = struct.Struct("<IHHQ")
 # kind, version, header size, payload size, compressed size, -, minor, major, arch
 ENTRY_HEADER = struct.Struct("<HHIQII HHI")
+ENTRY_NAME_OFFSET = 32  # uint32 offset of the identifier in the entry header, uint32 length
 ENTRY_FLAGS_OFFSET = 40  # uint64 after the name offset/length
 ENTRY_KINDS = {1: "ptx", 2: "sass"}
 # The entry flag of a compressed payload: set by nvFatbin -compress=true (and nvcc
 # --compress-mode), together with the compressed and decompressed sizes. Drivers before
 # 550.54.14 cannot load such an entry.
 FLAG_COMPRESSED = 0x2000
+FATBIN_SYMBOL = "cee_fatbin_"  # + the library's name (buildtools/device_code.py)
 
 
 @dataclass(frozen=True)
@@ -155,6 +160,7 @@ class FatbinEntry:
     arch: str  # "sm_90"
     flags: int
     payload: bytes
+    name: str = ""  # the entry's identifier: the build's is its library (op)
 
     @property
     def compressed(self) -> bool:
@@ -181,35 +187,109 @@ class FatbinEntry:
         return (int(found.group(1)), int(found.group(2))) if found else None
 
 
-def fatbin_entries(data: bytes) -> list[FatbinEntry]:
-    """Every entry of every fatbin in `data` (a .nv_fatbin section or a .fatbin file)."""
-    entries, offset = [], 0
+@dataclass(frozen=True)
+class Fatbin:
+    """One fatbin of a .nv_fatbin section: the build's are one library (op) each."""
+
+    offset: int  # in the section
+    size: int  # header and entries
+    entries: list[FatbinEntry]
+
+    @property
+    def name(self) -> str:
+        """The identifier every entry shares (the library's name), or "" (none, or mixed)."""
+        names = {e.name for e in self.entries}
+        return names.pop() if len(names) == 1 else ""
+
+    def label(self, index: int) -> str:
+        """How reports name it: its library, else its place in the section."""
+        return self.name or f"fatbin #{index + 1} (unnamed)"
+
+    def archs(self, kind: str) -> list[str]:
+        """The archs of its SASS ("sass") or PTX ("ptx") entries, oldest first."""
+        return sorted({e.arch for e in self.entries if e.kind == kind}, key=version_key)
+
+
+def fatbins(data: bytes) -> list[Fatbin]:
+    """Every fatbin in `data` (a .nv_fatbin section or a .fatbin file), in order."""
+    found, offset = [], 0
     while offset + FATBIN_HEADER.size <= len(data):
         magic, _, header_size, size = FATBIN_HEADER.unpack_from(data, offset)
         if magic != FATBIN_MAGIC:
             raise RuntimeError(f"no fatbin at byte {offset} (magic {magic:#x})")
+        entries = []
         entry, end = offset + header_size, offset + header_size + size
         while entry < end:
             kind, _, ehs, esize, _, _, _, _, arch = ENTRY_HEADER.unpack_from(data, entry)
             (flags,) = struct.unpack_from("<Q", data, entry + ENTRY_FLAGS_OFFSET)
+            name_at, name_len = struct.unpack_from("<II", data, entry + ENTRY_NAME_OFFSET)
+            name = ""
+            if name_len and name_at + name_len <= ehs:
+                raw = data[entry + name_at : entry + name_at + name_len]
+                name = raw.split(b"\0")[0].decode(errors="replace")
             payload = data[entry + ehs : entry + ehs + esize]
             entries.append(
-                FatbinEntry(ENTRY_KINDS.get(kind, str(kind)), f"sm_{arch}", flags, payload)
+                FatbinEntry(ENTRY_KINDS.get(kind, str(kind)), f"sm_{arch}", flags, payload, name)
             )
             entry += ehs + esize
+        found.append(Fatbin(offset, end - offset, entries))
         offset = (end + 7) // 8 * 8  # fatbins in one section are 8-byte aligned
-    return entries
+    return found
 
 
-def embedded_fatbin(path: Path) -> list[FatbinEntry]:
+def fatbin_entries(data: bytes) -> list[FatbinEntry]:
+    """Every entry of every fatbin in `data` (a .nv_fatbin section or a .fatbin file)."""
+    return [entry for fatbin in fatbins(data) for entry in fatbin.entries]
+
+
+def embedded_fatbins(path: Path) -> list[Fatbin]:
+    """The fatbins of the binary's .nv_fatbin section: one per library (op)."""
     data = section_data(path, ".nv_fatbin")
     if data is None:
         raise RuntimeError(f"{Path(path).name} has no .nv_fatbin section (no device code)")
-    return fatbin_entries(data)
+    return fatbins(data)
+
+
+def embedded_fatbin(path: Path) -> list[FatbinEntry]:
+    """Every entry of every fatbin the binary embeds."""
+    return [entry for fatbin in embedded_fatbins(path) for entry in fatbin.entries]
+
+
+def fatbin_symbols(path: Path) -> dict[str, tuple[int, int]]:
+    """{library: (offset in .nv_fatbin, size)} of the symbols cee_fatbin_<library> in the
+    symbol table (hidden symbols: .symtab, which only a full strip removes)."""
+    elf = _elf(path)
+    try:
+        names = [s.name for s in elf.iter_sections()]
+        if ".nv_fatbin" not in names or elf.get_section_by_name(".symtab") is None:
+            return {}
+        index = names.index(".nv_fatbin")
+        base = elf.get_section(index)["sh_addr"]
+        return {
+            sym.name[len(FATBIN_SYMBOL) :]: (sym["st_value"] - base, sym["st_size"])
+            for sym in elf.get_section_by_name(".symtab").iter_symbols()
+            if sym.name.startswith(FATBIN_SYMBOL) and sym["st_shndx"] == index
+        }
+    finally:
+        elf.stream.close()
+
+
+def cubin_kernels(cubin: bytes) -> set[str]:
+    """The (mangled) names of the functions a cubin defines: its kernels."""
+    elf = _elf_file_class()(io.BytesIO(cubin))
+    symtab = elf.get_section_by_name(".symtab")
+    return {
+        sym.name
+        for sym in (symtab.iter_symbols() if symtab is not None else [])
+        if sym["st_info"]["type"] == "STT_FUNC"
+        and sym["st_info"]["bind"] != "STB_LOCAL"
+        and sym["st_shndx"] != "SHN_UNDEF"
+    }
 
 
 def device_code(path: Path) -> dict[str, list[str]]:
-    """{'sass': ['sm_75', ...], 'ptx': ['sm_120', ...]} embedded in the binary's fatbin."""
+    """{'sass': ['sm_75', ...], 'ptx': ['sm_120', ...]} embedded in the binary's fatbins
+    (in any of them: per library, embedded_fatbins)."""
     entries = embedded_fatbin(path)
     return {
         kind: sorted({e.arch for e in entries if e.kind == kind}, key=version_key)
@@ -218,18 +298,40 @@ def device_code(path: Path) -> dict[str, list[str]]:
 
 
 def cubin_toolkits(path: Path) -> dict[str, tuple[int, int]]:
-    """{'sm_90': (12, 0), ...}: the CUDA version of the compiler that made each cubin."""
+    """{'sm_90': (12, 0), ...}: the CUDA version of the compiler that made each cubin (of
+    every library; cubins_by_toolkit keeps each)."""
     return {e.arch: e.toolkit for e in embedded_fatbin(path) if e.toolkit}
 
 
+def cubins_by_toolkit(path: Path) -> list[tuple[str, str, tuple[int, int]]]:
+    """[(library, 'sm_90', (12, 0)), ...]: each cubin of each library, with its CUDA."""
+    return [
+        (fatbin.label(i), e.arch, e.toolkit)
+        for i, fatbin in enumerate(embedded_fatbins(path))
+        for e in fatbin.entries
+        if e.toolkit
+    ]
+
+
 def ptx_isa_versions(path: Path) -> dict[str, tuple[int, int]]:
-    """{'sm_120': (8, 8)}: the PTX ISA version (`.version`) of each embedded PTX."""
-    return {e.arch: e.ptx_isa for e in embedded_fatbin(path) if e.ptx_isa}
+    """{'sm_120': (8, 8)}: the PTX ISA version (`.version`) of each embedded PTX (the newest
+    over the libraries)."""
+    found: dict[str, tuple[int, int]] = {}
+    for e in embedded_fatbin(path):
+        if e.ptx_isa:
+            found[e.arch] = max(found.get(e.arch, e.ptx_isa), e.ptx_isa)
+    return found
 
 
 def compressed_entries(path: Path) -> list[str]:
-    """'sass sm_90', 'ptx sm_120', ... for every compressed entry (none may be: < 550)."""
-    return [f"{e.kind} {e.arch}" for e in embedded_fatbin(path) if e.compressed]
+    """'my_add sass sm_90', 'my_add ptx sm_120', ... for every compressed entry (none may
+    be: < 550)."""
+    return [
+        f"{fatbin.label(i)} {e.kind} {e.arch}"
+        for i, fatbin in enumerate(embedded_fatbins(path))
+        for e in fatbin.entries
+        if e.compressed
+    ]
 
 
 def disassemble(entry: FatbinEntry) -> str:

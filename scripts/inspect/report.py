@@ -2,7 +2,8 @@
 
 What a built binary (a wheel, or the extension .so itself) really contains:
 device code per architecture and the CUDA version that compiled each cubin (read from
-the embedded fatbin), whether any entry is compressed, the vectorized loads in PTX/SASS
+the embedded fatbins: one per op, each listed with its size and targets), whether any
+entry is compressed, the vectorized loads in PTX/SASS
 (SASS through nvdisasm), dynamic symbols, DT_NEEDED, newest GLIBC/GLIBCXX versions, and
 the torch shim symbols with the oldest torch that provides each.
 """
@@ -88,41 +89,82 @@ def report_device_code(so: Path, out) -> None:
         + (" (need driver >= 550)" if compressed else ""),
         file=out,
     )
+    report_libraries(so, code, out)
 
 
-def _listing(so: Path, dump: str) -> str:
-    """All PTX (from the fatbin) or all SASS (nvdisasm per cubin), one after the other.
-    nvdisasm 13 refuses the archs CUDA 13 dropped (sm_50 .. sm_70): those are named, not
-    disassembled."""
-    entries = [e for e in binary_info.embedded_fatbin(so) if e.kind == dump]
+def report_libraries(so: Path, code: dict[str, list[str]], out) -> None:
+    """One line per embedded fatbin (the launcher's libraries, one per op, named by their
+    entries' identifier): its size, its targets where they differ from the whole's."""
+    found = binary_info.embedded_fatbins(so)
+    symbols = binary_info.fatbin_symbols(so)
+    print(f"libraries: {len(found)} fatbins in .nv_fatbin, one per op, each loaded at the "
+          "first call of its op", file=out)  # fmt: skip
+    for index, fatbin in enumerate(found):
+        sass, ptx = fatbin.archs("sass"), fatbin.archs("ptx")
+        targets = (
+            "every target above"
+            if sass == code["sass"] and ptx == code["ptx"]
+            else f"SASS {' '.join(sass) or 'none'}, PTX {' '.join(ptx) or 'none'}"
+        )
+        # The symbols are the link's (the shipped binary has no .symtab); a linked binary
+        # that kept them shows each over its fatbin's bytes.
+        symbol = binary_info.FATBIN_SYMBOL + fatbin.name
+        if symbols and symbols.get(fatbin.name) == (fatbin.offset, fatbin.size):
+            targets += f"; symbol {symbol}"
+        elif symbols:
+            targets += f"; no symbol {symbol} over its bytes"
+        print(f"  {fatbin.label(index):<24} {fatbin.size:>10} bytes  {targets}", file=out)
+
+
+def _listings(so: Path, dump: str) -> dict[str, str]:
+    """{library: all its PTX (from its fatbin) or all its SASS (nvdisasm per cubin), one
+    arch after the other}. nvdisasm 13 refuses the archs CUDA 13 dropped (sm_50 .. sm_70):
+    those are named, not disassembled."""
+    found = binary_info.embedded_fatbins(so)
     if dump == "ptx":
-        return "\n".join(e.payload.decode(errors="replace") for e in entries)
-    parts, skipped = [], []
-    for entry in entries:
-        try:
-            parts.append(f"// {entry.arch}\n{binary_info.disassemble(entry)}")
-        except binary_info.ToolMissing:
-            raise
-        except RuntimeError as exc:
-            skipped.append(f"// {entry.arch}: not disassembled: {str(exc).splitlines()[0]}")
-    if not parts:
-        raise RuntimeError("nvdisasm read none of the cubins:\n" + "\n".join(skipped))
-    return "\n".join(parts + skipped)
+        return {
+            fatbin.label(i): "\n".join(
+                f"// {e.arch} ({fatbin.label(i)})\n{e.payload.decode(errors='replace')}"
+                for e in fatbin.entries
+                if e.kind == "ptx"
+            )
+            for i, fatbin in enumerate(found)
+        }
+    listings, disassembled = {}, 0
+    for i, fatbin in enumerate(found):
+        parts, skipped = [], []
+        for entry in (e for e in fatbin.entries if e.kind == dump):
+            label = f"{entry.arch} ({fatbin.label(i)})"
+            try:
+                parts.append(f"// {label}\n{binary_info.disassemble(entry)}")
+            except binary_info.ToolMissing:
+                raise
+            except RuntimeError as exc:
+                skipped.append(f"// {label}: not disassembled: {str(exc).splitlines()[0]}")
+        disassembled += len(parts)
+        listings[fatbin.label(i)] = "\n".join(parts + skipped)
+    if not disassembled:
+        raise RuntimeError("nvdisasm read none of the cubins:\n" + "\n".join(listings.values()))
+    return listings
 
 
 def report_loads(so: Path, out, dump: str) -> bool:
-    """The dump and its loads per kernel; False (said in the output) where it cannot be made."""
+    """The dump and its loads per kernel and library; False (said in the output) where it
+    cannot be made."""
     try:
-        listing = _listing(so, dump)
+        listings = _listings(so, dump)
     except RuntimeError as exc:
         print(f"{dump}: unavailable: {exc}", file=out)
         return False
-    print(listing, file=out)
-    wide, narrow = (loads_per_kernel(listing, pattern) for pattern in LOADS[dump])
-    names = sorted(wide)
+    for listing in listings.values():
+        print(listing, file=out)
     print(f"{dump.upper()} loads per kernel (summed over archs): 16-byte, 8-byte", file=out)
-    for name, readable in zip(names, demangle(names), strict=True):
-        print(f"  {wide[name]:4d} {narrow[name]:4d}  {readable}", file=out)
+    for library, listing in listings.items():
+        wide, narrow = (loads_per_kernel(listing, pattern) for pattern in LOADS[dump])
+        names = sorted(wide)
+        print(f" library {library}:", file=out)
+        for name, readable in zip(names, demangle(names), strict=True):
+            print(f"  {wide[name]:4d} {narrow[name]:4d}  {readable}", file=out)
     return True
 
 

@@ -5,9 +5,10 @@
     ops.my_fast_add(a, b)                          # torch.ops.cuda_ext_example_jit.*
 
 The same sources and the same path as the wheel: the device code is compiled by
-NVRTC at run time (buildtools/device_code.py) into one cubin for this machine's GPU,
-and the host code (ops + driver-API launcher) by torch's own C++ toolchain
-(torch.utils.cpp_extension), with the cubin as the launcher's device image. NVRTC comes
+NVRTC at run time (buildtools/device_code.py) into one cubin per op (the wheel's
+libraries, one per op) for this machine's GPU, and the host code (ops + driver-API
+launcher) by torch's own C++ toolchain (torch.utils.cpp_extension), with each cubin as its
+library's device image. NVRTC comes
 from $CEE_NVRTC, the PyPI CUDA packages torch installed (libnvrtc.so.12 or .13), or the
 CUDA toolkit. The ops register under the namespace `cuda_ext_example_jit`, so they load
 next to the installed wheel, whose Python parts (autograd, vmap) they reuse; torch caches
@@ -66,7 +67,8 @@ def _nvrtc() -> tuple[Path, list[Path]]:
 
 
 def write_device_image(lib: Path, includes: list[Path], out: Path) -> str:
-    """NVRTC -> one cubin for this GPU; writes cee_generated.h and device_image.cpp."""
+    """NVRTC -> one cubin per library (op) for this GPU; writes cee_generated.h and
+    device_image.cpp (each cubin as the launcher's cee_fatbin_<library>)."""
     nvrtc = device_code.Nvrtc(lib)
     major, minor = torch.cuda.get_device_capability()
     target = f"sm_{major}{minor}"
@@ -75,18 +77,22 @@ def write_device_image(lib: Path, includes: list[Path], out: Path) -> str:
     images, lowered = device_code.compile_kernels(
         {target: device_code.Compiler(version, nvrtc, tuple(includes))}
     )
-    code = device_code.DeviceCode(images[target], lowered, compiler, [target])
+    cubins = {library: per_target[target] for library, per_target in images.items()}
+    code = device_code.DeviceCode(cubins, lowered, compiler, [target])
     out.mkdir(parents=True, exist_ok=True)
     cfg = device_code.config.load(dev_spec="")
     header = device_code.generated_header(code, f"JIT SASS {target} from {lib}", cfg)
     (out / "cee_generated.h").write_text(header)
-    data = ",".join(str(b) for b in images[target])
+    text = "".join(
+        f'extern "C" alignas(8) const unsigned char {device_code.FATBIN_SYMBOL.format(name)}[] '
+        f"= {{{','.join(str(b) for b in cubin)}}};\n"
+        for name, cubin in cubins.items()
+    )
     # Rewritten only when it changes, so torch's build cache sees an unchanged file.
     image = out / "device_image.cpp"
-    text = f'extern "C" alignas(8) const unsigned char cee_fatbin[] = {{{data}}};\n'
     if not image.exists() or image.read_text() != text:
         image.write_text(text)
-    return f"{compiler} ({lib}), {target}"
+    return f"{compiler} ({lib}), {target}, {len(cubins)} libraries"
 
 
 def load(source_dir: str | os.PathLike | None = None, verbose: bool = False):

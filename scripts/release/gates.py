@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from buildtools import config
+from buildtools import config, device_code, ops
 from buildtools.build_ext import declared_record
 from buildtools.toolchain import torch_paths
 from scripts.cli_args import wheel_problem
@@ -113,6 +113,9 @@ def gate_abi3_tag(wheel: Path, cfg: config.BuildConfig) -> None:
 
 
 def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
+    """The device code the wheel promises, per library: one fatbin per declared op in
+    .nv_fatbin (the launcher loads an op's own at its first call), each with every SASS
+    arch and the PTX of pyproject.toml."""
     want_sass = [f"sm_{a}" for a in cfg.sass_archs]
     want_ptx = [f"sm_{cfg.ptx_arch}"]
     fix = (
@@ -125,16 +128,37 @@ def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
                 "device-code",
                 f"{EXTENSION} carries SASS [] and PTX [] (no .nv_fatbin section); promised "
                 f"SASS {want_sass} and PTX {want_ptx}",
-                fix + ": device_code.S embeds the fatbin in .nv_fatbin; never strip it",
+                fix + ": device_code.S embeds the fatbins in .nv_fatbin; never strip it",
             )
-        code = binary_info.device_code(so)
-    missing = [a for a in want_sass if a not in code["sass"]]
-    if missing or code["ptx"] != want_ptx:
+        fatbins = binary_info.embedded_fatbins(so)
+    names = [fatbin.label(i) for i, fatbin in enumerate(fatbins)]
+    declared = device_code.libraries(ops.declared_ops())
+    missing = [name for name in declared if name not in names]
+    extra = [name for name in names if name not in declared or names.count(name) > 1]
+    if missing or extra:
         raise GateFailure(
             "device-code",
-            f"{EXTENSION} carries SASS {code['sass']} and PTX {code['ptx']}; promised SASS "
-            f"{want_sass} and PTX {want_ptx} (missing SASS: {missing})",
-            fix,
+            f"{EXTENSION}'s .nv_fatbin holds the fatbins {names}; ops/*/ops.toml declares "
+            f"one per op, {declared}: no fatbin for {missing or 'none'}, unexpected "
+            f"{sorted(set(extra)) or 'none'}",
+            "rebuild with make wheel: buildtools/device_code.py packs one fatbin per declared "
+            "op (each entry named after its op) and device_code.S embeds every one; a fatbin "
+            "the launcher lacks fails that op's first call on every GPU",
+        )
+    short = []
+    for name, fatbin in zip(names, fatbins, strict=True):
+        sass, ptx = fatbin.archs("sass"), fatbin.archs("ptx")
+        lacking = [a for a in want_sass if a not in sass]
+        if lacking or ptx != want_ptx:
+            short.append(
+                f"{name}'s fatbin carries SASS {sass} and PTX {ptx} (missing SASS: {lacking})"
+            )
+    if short:
+        raise GateFailure(
+            "device-code",
+            f"{EXTENSION}: " + "; ".join(short) + f"; every op's promised SASS {want_sass} "
+            f"and PTX {want_ptx}",
+            fix + ": every op's fatbin gets every target",
         )
 
 
@@ -149,18 +173,31 @@ def gate_cuda12_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
     declared = {f"sm_{a}": binary_info.version_key(c)[:2] for a, c in cfg.sass_cuda.items()}
     isa = binary_info.version_key(cfg.ptx_isa)[:2]
     with binary_info.extension_in(wheel) as so:
-        toolkits = binary_info.cubin_toolkits(so)
-        ptx = binary_info.ptx_isa_versions(so)
-    wrong = {a: v for a, v in toolkits.items() if v != declared.get(a)}
-    too_new = {a: v for a, v in ptx.items() if v > isa}
-    if wrong or too_new or not toolkits:
+        fatbins = binary_info.embedded_fatbins(so)
+    # Every entry of every library (one fatbin per op), each checked.
+    wrong: dict[str, tuple[int, int]] = {}
+    too_new: dict[str, tuple[int, int]] = {}
+    where: set[str] = set()
+    cubins = 0
+    for index, fatbin in enumerate(fatbins):
+        for entry in fatbin.entries:
+            cubins += entry.toolkit is not None
+            if entry.toolkit and entry.toolkit != declared.get(entry.arch):
+                wrong.setdefault(entry.arch, entry.toolkit)
+                where.add(fatbin.label(index))
+            if entry.ptx_isa and entry.ptx_isa > isa:
+                too_new.setdefault(entry.arch, entry.ptx_isa)
+                where.add(fatbin.label(index))
+    if wrong or too_new or not cubins:
         expected = ", ".join(f"{a}: {'.'.join(map(str, declared.get(a, ('?',))))}" for a in wrong)
         raise GateFailure(
             "cuda12-device-code",
             f"{EXTENSION} is not the device code it declares for drivers >= {cfg.min_driver} "
             f"(CUDA {cfg.min_driver_cuda}): cubins not from their declared CUDA: "
             f"{_arch_versions(wrong)} (declared {expected or 'none'}); PTX ISA newer than "
-            f"{cfg.ptx_isa}: {_arch_versions(too_new)}" + ("" if toolkits else "; no cubin found"),
+            f"{cfg.ptx_isa}: {_arch_versions(too_new)}"
+            + (f" (in the fatbins of {', '.join(sorted(where))})" if where else "")
+            + ("" if cubins else "; no cubin found"),
             "compile each arch with the NVRTC pyproject.toml [tool.cuda_ext_example.sass-archs] "
             "names (buildtools/device_code.py; NVRTC 12.0 from requirements/nvrtc-12.0.txt), "
             "never with a CUDA 13 nvcc or NVRTC",
@@ -613,14 +650,7 @@ def record_vs_binary(record: dict, so: Path, torch_include: Path) -> list[str]:
             f"torch_target {record.get('torch_target')} but the binary imports torch "
             f"{newest[0]}.{newest[1]} shims ({', '.join(shims[:5])})"
         )
-    code = binary_info.device_code(so)
-    if record.get("sass_archs") != code["sass"]:
-        problems.append(
-            f"sass_archs {record.get('sass_archs')} but the fatbin has SASS {code['sass']}"
-        )
-    ptx = str(record.get("ptx_arch")).replace("compute_", "sm_")
-    if [ptx] != code["ptx"]:
-        problems.append(f"ptx_arch {record.get('ptx_arch')} but the fatbin has PTX {code['ptx']}")
+    problems += _targets_vs_record(record, binary_info.embedded_fatbins(so))
     problems += _driver_floor_vs_binary(record, so)
     newest_glibc = binary_info.newest_version(so, "GLIBC_")
     floor = binary_info.version_key(str(record.get("glibc_floor")))
@@ -640,6 +670,28 @@ def record_vs_binary(record: dict, so: Path, torch_include: Path) -> list[str]:
                 f"kernels for {has}"
             )
     return problems
+
+
+def _targets_vs_record(record: dict, fatbins: list[binary_info.Fatbin]) -> list[str]:
+    """The record's SASS archs and PTX against every embedded fatbin (one per op); a
+    disagreement is said once, with the fatbins it holds for."""
+    ptx = str(record.get("ptx_arch")).replace("compute_", "sm_")
+    found: dict[str, list[str]] = {}
+    for index, fatbin in enumerate(fatbins):
+        sass, has_ptx = fatbin.archs("sass"), fatbin.archs("ptx")
+        if record.get("sass_archs") != sass:
+            found.setdefault(
+                f"sass_archs {record.get('sass_archs')} but the fatbin has SASS {sass}", []
+            ).append(fatbin.label(index))
+        if [ptx] != has_ptx:
+            found.setdefault(
+                f"ptx_arch {record.get('ptx_arch')} but the fatbin has PTX {has_ptx}", []
+            ).append(fatbin.label(index))
+    every = len(fatbins) > 1
+    return [
+        f"{problem} ({'every op' if every and len(names) == len(fatbins) else ', '.join(names)})"
+        for problem, names in found.items()
+    ]
 
 
 def _driver_floor_vs_binary(record: dict, so: Path) -> list[str]:

@@ -53,7 +53,11 @@ def test_broken_kernel_ends_with_nvrtc_error_and_the_step(tmp_path):
     assert tail[-1] == step
     assert re.fullmatch(r'\d+ errors? detected in the compilation of "device_code.cu"\.', tail[-2])
     assert f"ops/square/rule.h({line}): error:" in run.stderr
-    assert "NVRTC 12.9, sm_120: NVRTC compile for sm_120: NVRTC_ERROR_COMPILATION" in run.stderr
+    # the op whose program failed (one program per op and target)
+    assert (
+        "NVRTC 12.9, sm_120, op my_square: NVRTC compile for sm_120: NVRTC_ERROR_COMPILATION"
+        in run.stderr
+    )
 
 
 def test_a_bad_declaration_ends_with_its_file_key_and_the_step(tmp_path):
@@ -130,7 +134,8 @@ def test_kernels_compile_with_both_nvrtcs():
     targets = ("compute_70", "compute_80", "sm_70", "sm_90")
     for cuda in ("12.0", "12.9"):
         compilers = {t: device_code.compiler_for(cuda) for t in targets}
-        images, lowered = device_code.compile_kernels(compilers)
+        libraries, lowered = device_code.compile_kernels(compilers)
+        images = libraries["my_add"]
         assert images["sm_70"][:4] == images["sm_90"][:4] == b"\x7fELF"
         assert "cee::elementwise_simple<cee_rule_add::Signature, __nv_bfloat16>" in lowered
         assert b"cvt.rn.bf16.f32" not in images["compute_70"], cuda

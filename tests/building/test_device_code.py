@@ -1,4 +1,5 @@
-"""The device-code build itself (buildtools/device_code.py): same source, same bytes."""
+"""The device-code build itself (buildtools/device_code.py): same source, same bytes; one
+library (NVRTC program, fatbin) per op."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ COMPILE = """
 import hashlib, sys
 from buildtools import device_code
 images, _ = device_code.compile_kernels({"sm_90": device_code.compiler_for(sys.argv[1])})
-print(hashlib.sha256(images["sm_90"]).hexdigest())
+print(hashlib.sha256(b"".join(images[lib]["sm_90"] for lib in sorted(images))).hexdigest())
 """
 
 
@@ -23,7 +24,7 @@ print(hashlib.sha256(images["sm_90"]).hexdigest())
 def test_same_source_same_cubin_in_two_processes(cuda):
     # NVRTC 12.0 names nv/target's internal variables after a module id that holds the
     # process id unless the file has an external function (device_code.kernel_source says so):
-    # two processes, two process ids, one cubin.
+    # two processes, two process ids, one cubin per library (every program has the anchor).
     digests = {
         subprocess.run(
             [sys.executable, "-c", COMPILE, cuda], cwd=ROOT, capture_output=True, text=True,
@@ -41,8 +42,9 @@ def test_the_anchor_is_what_makes_it_reproducible():
 
     from buildtools import device_code
 
-    source = device_code.kernel_source(device_code.ops.declared_ops())
-    assert 'extern "C" __device__ void cee_reproducible_module_id() {}' in source
+    for op in device_code.ops.declared_ops():  # one program per op, each with its anchor
+        source = device_code.kernel_source([op])
+        assert 'extern "C" __device__ void cee_reproducible_module_id() {}' in source
     plain = 'extern "C" __global__ void k(float *x) { x[threadIdx.x] += 1; }\n'
     nvrtc = device_code.compiler_for("12.0").nvrtc
     ptx, _ = nvrtc.compile(
@@ -137,3 +139,41 @@ def test_two_rules_may_name_their_helpers_alike(tmp_path):
          f"-I{device_code.CSRC}", f"-I{tmp_path}", host],
         check=True,
     )  # fmt: skip
+
+
+def test_one_library_per_op_holding_its_own_kernels_only():
+    # Each op is its own NVRTC program (the core's templates and that op's rule.h) and its
+    # own fatbin: the first call of an op loads that op's kernels alone. A kernel two ops
+    # share (my_add's simple kernel is my_fast_add's too) is in both.
+    from buildtools import device_code
+    from scripts.inspect import binary_info
+
+    declared = device_code.ops.declared_ops()
+    kernels = device_code.ops.instances(declared, device_code.ops.elementwise())
+    images, lowered = device_code.compile_kernels({"sm_90": device_code.compiler_for("12.9")})
+    assert list(images) == device_code.libraries(declared) == [op.name for op in declared]
+    for op in declared:
+        own = {lowered[k.expression] for k in kernels if k.op == op.name}
+        assert binary_info.cubin_kernels(images[op.name]["sm_90"]) == own, op.name
+        source = device_code.kernel_source([op])
+        assert source.count("/rule.h") == 1 and op.rule_header in source
+
+
+def test_each_fatbin_is_named_after_its_op(tmp_path):
+    # nvFatbin's identifier of every entry is the library's (op's) name: what cuobjdump
+    # prints (my_add.sm_90.cubin) and what the gates and inspect read from the section.
+    from buildtools import device_code
+    from scripts.inspect import binary_info
+
+    code = device_code.write_device_code(tmp_path, {"sm_90": "12.0", "compute_120": "12.9"}, "t")
+    section = b""
+    for name, fatbin in code.fatbins.items():
+        (read,) = binary_info.fatbins(fatbin)
+        assert read.name == name and read.archs("sass") == ["sm_90"]
+        assert read.archs("ptx") == ["sm_120"]
+        assert (tmp_path / "fatbin" / f"{name}.fatbin").read_bytes() == fatbin
+        section += fatbin + b"\0" * (-len(fatbin) % 8)
+    assert [f.name for f in binary_info.fatbins(section)] == list(code.fatbins)
+    assembly = (tmp_path / "device_code.S").read_text()
+    for name in code.fatbins:
+        assert f".size cee_fatbin_{name}, . - cee_fatbin_{name}" in assembly

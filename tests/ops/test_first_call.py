@@ -1,6 +1,6 @@
 """The first CUDA call of a process, in each place it can happen: the launcher opens
-libcuda.so.1 and loads the fatbin right there (never at import), so each case runs
-in a fresh process with nothing warmed up."""
+libcuda.so.1 and loads the op's library (its fatbin) right there (never at import), so
+each case runs in a fresh process with nothing warmed up."""
 
 from __future__ import annotations
 
@@ -11,14 +11,18 @@ import textwrap
 
 import pytest
 
+import cuda_ext_example
+
 pytestmark = pytest.mark.gpu
 
 CHECK = """
 import torch, cuda_ext_example
-from cuda_ext_example import my_add, my_fast_add
+from cuda_ext_example import _C, my_add, my_fast_add
 def check(out, a, b):
     torch.cuda.synchronize()
     assert torch.equal(out, torch.add(a, b)), "wrong result"
+def loaded():
+    return _C.libraries(True)  # the device-code libraries (one per op) loaded so far
 """
 
 
@@ -45,8 +49,10 @@ def test_first_call_inside_graph_capture(op, loading):
         a = torch.randn(1 << 20, device="cuda"); b = torch.randn(1 << 20, device="cuda")
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
+        assert loaded() == []
         with torch.cuda.graph(graph):  # the launcher's first call ever: load + launch
             out = {op}(a, b)
+        assert loaded() == ["{op}"], loaded()  # its own library only
         a.copy_(torch.randn(1 << 20, device="cuda"))
         graph.replay()
         check(out, a, b)
@@ -59,6 +65,30 @@ def test_first_call_inside_graph_capture(op, loading):
         check(z, x, y)
         """,
         **env,
+    )
+
+
+@pytest.mark.parametrize("op", cuda_ext_example.OP_NAMES)
+def test_first_call_loads_its_own_ops_library_only(op):
+    # One library (fatbin) per op, loaded at the first launch of one of its kernels: the
+    # first call of an op costs the loading of that op's code, however many ops there are.
+    others = [name for name in cuda_ext_example.OP_NAMES if name != op]
+    run_fresh(
+        f"""
+        from cuda_ext_example.op_checks import DECLARATIONS, reference, sample_inputs
+        assert _C.libraries() == {list(cuda_ext_example.OP_NAMES)!r}, _C.libraries()
+        inputs = sample_inputs(DECLARATIONS["{op}"], 4099, "cuda")
+        torch.cuda.synchronize()
+        assert loaded() == [], loaded()  # torch's CUDA work loads none of ours
+        out = cuda_ext_example.{op}(*inputs)
+        torch.cuda.synchronize()
+        assert torch.equal(out, reference(DECLARATIONS["{op}"])(*inputs))
+        assert loaded() == ["{op}"], loaded()
+        for other in {others!r}:  # each other op's first call loads its own library
+            getattr(cuda_ext_example, other)(*sample_inputs(DECLARATIONS[other], 10, "cuda"))
+            assert other in loaded(), (other, loaded())
+        assert sorted(loaded()) == sorted(_C.libraries())
+        """
     )
 
 

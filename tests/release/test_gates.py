@@ -22,6 +22,7 @@ from tests.wheel_surgery import (
     EXTENSION,
     append_entries,
     extension_copy,
+    nv_fatbin_without,
     patchelf,
     repack,
     rezip,
@@ -70,6 +71,29 @@ def test_refuses_missing_fatbin(good_wheel, tmp_path):
     assert failure.gate == "device-code"
     assert "SASS [] and PTX []" in failure.reason
     assert "arch list of pyproject.toml" in failure.fix
+
+
+def test_refuses_nv_fatbin_without_an_ops_fatbin(good_wheel, tmp_path):
+    # One fatbin per op, each loaded at its op's first call: without my_square's, every
+    # first call of my_square fails on every GPU.
+    so = nv_fatbin_without(extension_copy(good_wheel, tmp_path), "my_square")
+    assert [f.name for f in binary_info.embedded_fatbins(so)] == ["my_add", "my_fast_add"]
+    failure = run_gates_until_refused(repack(good_wheel, tmp_path, replace_so=so))
+    assert failure.gate == "device-code"
+    assert "holds the fatbins ['my_add', 'my_fast_add']" in failure.reason
+    assert "no fatbin for ['my_square']" in failure.reason
+    assert "one fatbin per declared op" in failure.fix
+
+
+def test_refuses_an_ops_fatbin_without_a_target(good_wheel, tmp_path):
+    # Every op's fatbin needs every target: the other ops' sm_90 does not serve my_fast_add.
+    so = nv_fatbin_without(extension_copy(good_wheel, tmp_path), "my_fast_add", "sm_90")
+    failure = run_gates_until_refused(repack(good_wheel, tmp_path, replace_so=so))
+    assert failure.gate == "device-code"
+    assert "my_fast_add's fatbin carries SASS" in failure.reason
+    assert "(missing SASS: ['sm_90'])" in failure.reason
+    assert "my_add's" not in failure.reason  # the others are whole
+    assert "every op's fatbin gets every target" in failure.fix
 
 
 def test_refuses_grafted_torch_library(good_wheel, tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from buildtools import config
+from cuda_ext_example import BUILD_INFO
 from scripts.inspect import binary_info
 from scripts.release import gates as release_gates
 from scripts.release import pipeline as release
@@ -121,13 +122,17 @@ def test_refuses_missing_sass_and_ptx(good_wheel, tmp_path, cfg):
 
 
 def test_refuses_ptx_newer_than_cuda_12(good_wheel, tmp_path, cfg):
-    # The same wheel with its PTX claiming ISA 9.0 (CUDA 13): a 525-579 driver cannot JIT it.
+    # The same wheel with one op's PTX claiming ISA 9.0 (CUDA 13): a 525-579 driver cannot
+    # JIT it. One PTX per op (one fatbin each): the first, my_add's, is patched.
     data = extension_bytes(good_wheel)
-    assert data.count(b".version 8.8") == 1
+    assert data.count(b".version 8.8") == len(BUILD_INFO["ops"])
     patched = tmp_path / "ptx90.so"
-    patched.write_bytes(data.replace(b".version 8.8", b".version 9.0"))
-    with pytest.raises(release_gates.GateFailure, match=r"PTX ISA newer than 8\.8: sm_120: 9\.0"):
+    patched.write_bytes(data.replace(b".version 8.8", b".version 9.0", 1))
+    with pytest.raises(
+        release_gates.GateFailure, match=r"PTX ISA newer than 8\.8: sm_120: 9\.0"
+    ) as exc:
         release_gates.gate_cuda12_device_code(repack(good_wheel, tmp_path, replace_so=patched), cfg)
+    assert "(in the fatbins of my_add)" in exc.value.reason
 
 
 def test_refuses_cubin_from_cuda_13(good_wheel, tmp_path, cfg):

@@ -117,6 +117,7 @@ def gpu_runner(*args, tmp: Path) -> subprocess.CompletedProcess:
         (["tools", "/nonexistent.whl", "OUT"], "/nonexistent.whl: no such file"),
         (["bench", "/nonexistent.whl", "OUT"], "/nonexistent.whl: no such file"),
         (["release-check", "/nonexistent.whl", "OUT"], "/nonexistent.whl: no such file"),
+        (["coldstart", "README.md", "--out", "OUT"], "README.md: not a wheel"),
         # Checked before the venv and torch's download.
         (["compat", "torch==0.0.0+cee.cli.test", "/nonexistent.whl"], "no such file"),
     ],

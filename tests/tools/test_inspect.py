@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_ext_example import BUILD_INFO
+from cuda_ext_example import BUILD_INFO, OP_NAMES
 from scripts.inspect import binary_info, report, shim_versions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +47,10 @@ def test_summary(wheel):
     assert f"cubins from CUDA 12.9: {_by_compiler('12.9').replace(' compute_120', '')}" in text
     assert "PTX ISA 8.8 (sm_120)" in text
     assert "compressed entries: none" in text
+    # one fatbin per op, each with every target
+    assert f"libraries: {len(OP_NAMES)} fatbins in .nv_fatbin, one per op" in text
+    for op in OP_NAMES:
+        assert re.search(rf"^  {op} +\d+ bytes  every target above$", text, re.M), op
     assert "DT_NEEDED: libtorch_cpu.so" in text
     newest = re.search(r"newest GLIBC: GLIBC_([\d.]+)", text).group(1)
     assert binary_info.version_key(newest) <= (2, 17), newest
@@ -63,16 +67,48 @@ def test_symbols(wheel):
     assert "  U PyModule_Create2" in text
 
 
-def _loads_summary(text: str, dump: str) -> dict[str, tuple[int, int]]:
-    """demangled kernel name -> (16-byte, 8-byte) loads, from the inspect summary."""
+def _loads_summary(text: str, dump: str) -> dict[str, dict[str, tuple[int, int]]]:
+    """library -> demangled kernel name -> (16-byte, 8-byte) loads, from the inspect
+    summary."""
     summary = text.split(f"{dump} loads per kernel (summed over archs): 16-byte, 8-byte\n")[1]
-    counts = {}
+    libraries: dict[str, dict[str, tuple[int, int]]] = {}
     for line in summary.splitlines():
-        if "elementwise_" not in line:
+        if line.startswith(" library "):
+            counts = libraries.setdefault(line.split()[1].rstrip(":"), {})
+        elif "elementwise_" in line:
+            wide, narrow, name = line.split(maxsplit=2)
+            counts[name] = (int(wide), int(narrow))
+        else:
             break
-        wide, narrow, name = line.split(maxsplit=2)
-        counts[name] = (int(wide), int(narrow))
-    return counts
+    return libraries
+
+
+def _merged(libraries: dict[str, dict[str, tuple[int, int]]]) -> dict[str, tuple[int, int]]:
+    """Every kernel once: one two libraries share (Add's simple kernel) loads alike in both."""
+    merged: dict[str, tuple[int, int]] = {}
+    for counts in libraries.values():
+        for name, loads in counts.items():
+            assert merged.setdefault(name, loads) == loads, name
+    return merged
+
+
+def test_each_library_has_its_own_ops_kernels(wheel):
+    # One fatbin per op, holding that op's kernels only: my_add's the simple and strided Add
+    # kernels, my_fast_add's the vectorized ones too, my_square's the Square ones.
+    libraries = _loads_summary(run_inspect(wheel, "--ptx"), "PTX")
+    assert list(libraries) == list(OP_NAMES)
+
+    def kind(name: str) -> str:  # "void cee::elementwise_simple<cee_rule_add::Signature, ...>"
+        return f"{name.split('<')[0].split('::')[-1]} {name.split('cee_rule_')[1].split('::')[0]}"
+
+    kinds = {library: {kind(n) for n in counts} for library, counts in libraries.items()}
+    assert kinds["my_add"] == {"elementwise_simple add", "elementwise_strided add"}
+    assert kinds["my_fast_add"] == {
+        "elementwise_simple add", "elementwise_strided add", "elementwise_vectorized add"
+    }  # fmt: skip
+    assert kinds["my_square"] == {
+        "elementwise_simple square", "elementwise_strided square", "elementwise_vectorized square"
+    }  # fmt: skip
 
 
 def _inputs_of(name: str) -> int:
@@ -92,7 +128,7 @@ def _expected_instances(kind: str) -> int:
 
 def test_ptx_shows_vectorized_loads(wheel):
     text = run_inspect(wheel, "--ptx")
-    counts = _loads_summary(text, "PTX")
+    counts = _merged(_loads_summary(text, "PTX"))
     vectorized = {name: c for name, c in counts.items() if "elementwise_vectorized<" in name}
     # cee::elementwise_vectorized<Signature, T, access bytes, block, accesses per thread, load>
     wide = {n: c for n, c in vectorized.items() if re.search(r", 16, \d+, \d+, ", n)}
@@ -112,11 +148,12 @@ def test_sass_shows_ldg_e_128(wheel):
     needs("nvdisasm")
     text = run_inspect(wheel, "--sass")
     # nvdisasm 13 refuses sm_50..sm_70 (dropped by CUDA 13).
-    skipped = re.findall(r"^// (sm_\d+): not disassembled", text, re.M)
-    assert set(skipped) <= {"sm_50", "sm_60", "sm_70"}, skipped
-    assert "// sm_90\n" in text and "// sm_75\n" in text
+    skipped = set(re.findall(r"^// (sm_\d+) \(\w+\): not disassembled", text, re.M))
+    assert skipped <= {"sm_50", "sm_60", "sm_70"}, skipped
+    for op in OP_NAMES:  # each library's cubins, named
+        assert f"// sm_90 ({op})\n" in text and f"// sm_75 ({op})\n" in text
     n_arch = len(BUILD_INFO["sass_archs"]) - len(skipped)
-    counts = _loads_summary(text, "SASS")
+    counts = _merged(_loads_summary(text, "SASS"))
     vectorized = {name: c for name, c in counts.items() if "elementwise_vectorized<" in name}
     assert len(vectorized) == _expected_instances("vectorized")
     for name, (wide, narrow) in vectorized.items():
