@@ -81,7 +81,7 @@ def add_ops(tree: Path, count: int) -> list[str]:
             "measurement's.\n"
             f'rule = "{rule}"\n'
             'inputs = ["a", "b"]\n'
-            'reference = "torch.add"\n\n'
+            'reference = "torch.add(a, b)"\n\n'
             '[derivatives]\na = "1"\nb = "1"\n\n'
             f'[[op]]\nname = "{name}"\nkernel = "vectorized"\n'
             f'doc = "a + b: a synthetic copy of my_fast_add ({rule})."\n'

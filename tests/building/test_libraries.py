@@ -72,8 +72,10 @@ def test_nv_fatbin_holds_one_fatbin_per_op_with_its_own_kernels(extension):
         for entry in fatbin.entries:
             if entry.kind != "sass":
                 continue
-            found = binary_info.cubin_kernels(entry.payload)
-            # NVRTC's names: cee_ops::<Rule> is "N7cee_ops<len><Rule>E"
+            # the kernels, not the math library's subroutines ("$...$__cuda_sm20_...")
+            found = {n for n in binary_info.cubin_kernels(entry.payload) if "$" not in n}
             assert len(found) == len(own), (op.name, entry.arch)
-            rule = f"7cee_ops{len(op.rule)}{op.rule}E"
+            # NVRTC's names: cee_rule_<folder>::Signature is "<len>cee_rule_<folder>9Signature"
+            namespace = f"cee_rule_{op.folder}"
+            rule = f"{len(namespace)}{namespace}9Signature"
             assert all(rule in name for name in found), (op.name, entry.arch)
