@@ -87,7 +87,8 @@ def test_synthetic_ops_are_copies_of_add_in_a_copy_of_the_checkout(tmp_path):
     assert {op.name for op in ops.declared_ops()} | set(names) == set(declared)
     for i, name in enumerate(names, 1):
         op = declared[name]
-        assert (op.rule, op.kernel, op.reference) == (f"ExtraAdd{i:02d}", "vectorized", "torch.add(a, b)")
+        want = (f"ExtraAdd{i:02d}", "vectorized", "torch.add(a, b)")
+        assert (op.rule, op.kernel, op.reference) == want
         assert f"struct ExtraAdd{i:02d} " in (tree / "ops" / name / "rule.h").read_text()
     assert not list((ROOT / "ops").glob("extra_add_*"))  # the checkout is left alone
 
