@@ -51,7 +51,8 @@ if device == "cuda":
     t["CUDA context"] = time.perf_counter() - s
 # Inputs by host-to-device copy: only the kernels being measured run.
 inputs = [torch.arange(1 << 20, dtype=torch.float32).to(device),
-          torch.ones(1 << 20).to(device), torch.full((1 << 20,), 3.0).to(device)]
+          torch.ones(1 << 20).to(device), torch.full((1 << 20,), 3.0).to(device),
+          torch.full((1 << 20,), 0.5).to(device)]  # up to four inputs (an AdamW step)
 sync()
 
 def first_and_warm(name, fn, args):
@@ -76,8 +77,9 @@ names = list(cuda_ext_example.OP_NAMES)
 turn = int(sys.argv[1]) % len(names)
 names = names[turn:] + names[:turn]
 for name in names:  # the first launch of each: its library (fatbin) and kernel loaded
-    arity = len(DECLARATIONS[name]["inputs"])
-    first_and_warm(name, getattr(cuda_ext_example, name), inputs[:arity])
+    op = DECLARATIONS[name]
+    args = inputs[:len(op["inputs"])] + [s["sample"] for s in op["scalars"]]
+    first_and_warm(name, getattr(cuda_ext_example, name), args)
 t["first of ours"] = t[f"first {names[0]}"]
 t["ops"] = names
 t["device"] = torch.cuda.get_device_name() if device == "cuda" else "cpu"

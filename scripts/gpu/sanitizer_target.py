@@ -1,6 +1,7 @@
 """What `compute-sanitizer` checks (memcheck, racecheck, initcheck): every declared op
-over every dtype, odd sizes, unaligned offsets and the largest sizes, each op's library (its
-fatbin) loaded at the op's first call under the tool.
+over each of its dtypes, odd sizes, unaligned offsets, the largest sizes and a broadcast call
+(the strided kernel), in-place ops included, each op's library (its fatbin) loaded at the
+op's first call under the tool.
 
 Inputs are made on the CPU and copied over, so initcheck sees them written.
 Exits non-zero on a wrong result, or when an op's first call loaded another op's library.
@@ -11,8 +12,15 @@ import sys
 import torch
 
 import cuda_ext_example
-from cuda_ext_example import _C, SUPPORTED_DTYPES
-from cuda_ext_example.op_checks import DECLARATIONS, reference, sample_inputs
+from cuda_ext_example import _C
+from cuda_ext_example.op_checks import (
+    DECLARATIONS,
+    difference,
+    reference,
+    results,
+    sample_inputs,
+    scalar_samples,
+)  # fmt: skip
 
 if not torch.cuda.is_available():
     sys.exit("scripts.gpu.sanitizer_target: needs a CUDA GPU (compute-sanitizer runs it)")
@@ -20,17 +28,32 @@ if not torch.cuda.is_available():
 SIZES = [1, 2, 7, 15, 17, 33, 1000, 4099, (1 << 20) + 3]
 LARGEST = [(1 << 26) + 5]
 wrong = 0
+
+
+def check(name, op, tensors, label):
+    """Ours on the GPU against the reference on the CPU (the same values)."""
+    global wrong
+    scalars = scalar_samples(op)
+    ours = results(getattr(cuda_ext_example, name), op, [t.cuda() for t in tensors], scalars)
+    theirs = results(reference(op), op, tensors, scalars)
+    problem = difference(op, tuple(t.cpu() for t in ours), theirs)
+    if problem:
+        print(f"WRONG {name} {label}: {problem}")
+        wrong += 1
+
+
 for name, op in DECLARATIONS.items():
     before = set(_C.libraries(True))
-    function, ref = getattr(cuda_ext_example, name), reference(op)
-    for dtype in SUPPORTED_DTYPES:
+    for dtype in (getattr(torch, d) for d in op["dtypes"]):
         for n in SIZES + (LARGEST if dtype in (torch.float32, torch.int8) else []):
             for offset in (0, 1, 2, 3):  # 2: 8- but not 16-byte aligned for float32
                 full = sample_inputs(op, n + offset, "cpu", dtype)
-                got = function(*(x.cuda()[offset:] for x in full)).cpu()
-                if not torch.equal(got, ref(*(x[offset:] for x in full))):
-                    print(f"WRONG {name} {dtype} n={n} offset={offset}")
-                    wrong += 1
+                check(name, op, [x[offset:] for x in full], f"{dtype} n={n} offset={offset}")
+        # The strided kernel: the last input broadcast along the rows of a (33, 65) call.
+        full = [x.view(33, 65) for x in sample_inputs(op, 33 * 65, "cpu", dtype)]
+        if not op["mutates"] and len(full) > 1:
+            full[-1] = full[-1][:1]
+        check(name, op, [x.t() if not op["mutates"] else x for x in full], f"{dtype} strided")
     loaded = set(_C.libraries(True)) - before
     if loaded != {name}:  # one library per op, loaded at its first call
         print(f"WRONG {name}: its first calls loaded the libraries {sorted(loaded)}")
