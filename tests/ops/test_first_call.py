@@ -75,17 +75,22 @@ def test_first_call_loads_its_own_ops_library_only(op):
     others = [name for name in cuda_ext_example.OP_NAMES if name != op]
     run_fresh(
         f"""
-        from cuda_ext_example.op_checks import DECLARATIONS, reference, sample_inputs
+        from cuda_ext_example.op_checks import (
+            DECLARATIONS, difference, reference, results, sample_inputs, scalar_samples)
+        def call(name, n):
+            op = DECLARATIONS[name]
+            inputs, scalars = sample_inputs(op, n, "cuda"), scalar_samples(op)
+            ours = results(getattr(cuda_ext_example, name), op, inputs, scalars)
+            torch.cuda.synchronize()
+            return op, ours, results(reference(op), op, inputs, scalars)
         assert _C.libraries() == {list(cuda_ext_example.OP_NAMES)!r}, _C.libraries()
-        inputs = sample_inputs(DECLARATIONS["{op}"], 4099, "cuda")
         torch.cuda.synchronize()
         assert loaded() == [], loaded()  # torch's CUDA work loads none of ours
-        out = cuda_ext_example.{op}(*inputs)
-        torch.cuda.synchronize()
-        assert torch.equal(out, reference(DECLARATIONS["{op}"])(*inputs))
+        op, ours, theirs = call("{op}", 4099)
         assert loaded() == ["{op}"], loaded()
+        assert difference(op, ours, theirs) is None
         for other in {others!r}:  # each other op's first call loads its own library
-            getattr(cuda_ext_example, other)(*sample_inputs(DECLARATIONS[other], 10, "cuda"))
+            call(other, 10)
             assert other in loaded(), (other, loaded())
         assert sorted(loaded()) == sorted(_C.libraries())
         """
