@@ -68,18 +68,13 @@ def implementations(compile_dynamic: bool, max_shapes: int) -> dict[str, Callabl
 
 def targets(records: Sequence[Record], roofline_gbps: float) -> list[Target]:
     """my_adamw_step against the best peer from 2^20 elements on."""
-    rows = report.annotate(records, roofline_gbps, WORKLOAD)
-    best = report.best_peer(records, WORKLOAD.peers)
-    ratios, spreads = {}, {}
-    for row in rows:
-        r = row.record
-        if r.size.bit_length() - 1 not in TARGET_LOG2:
-            continue
-        label = f"{r.dtype} {report.size_label(r.size)}"
-        ratios.setdefault(label, None)
-        if r.impl == JUDGED and (r.size, r.dtype) in best:
-            ratios[label] = row.ratio_best_peer
-            spreads[label] = report.ratio_spread_pct(r, best[r.size, r.dtype])
+    ratios, spreads = report.judged_vs_best_peer(
+        records,
+        roofline_gbps,
+        WORKLOAD,
+        lambda r: f"{r.dtype} {report.size_label(r.size)}",
+        TARGET_LOG2,
+    )
     name = (
         f"GB/s >= {TARGET_RATIO:.2f}x best of {', '.join(WORKLOAD.peers)} "
         f"at 2^{TARGET_LOG2[0]}..2^{TARGET_LOG2[-1]}"

@@ -131,6 +131,26 @@ def index(rows: Sequence[Row]) -> dict[tuple[int, str, str], Row]:
     return {(row.record.size, row.record.dtype, row.record.impl): row for row in rows}
 
 
+def judged_vs_best_peer(
+    records: Sequence[Record], roofline_gbps: float, workload, label, log2_sizes=None
+) -> tuple[dict[str, float | None], dict[str, float]]:
+    """The judged implementation's ratio to the best peer per cell (`label(record)` names
+    it; None where it was not measured), and each ratio's round spread; the sizes of
+    `log2_sizes` only, if given."""
+    best = best_peer(records, workload.peers)
+    ratios: dict[str, float | None] = {}
+    spreads: dict[str, float] = {}
+    for row in annotate(records, roofline_gbps, workload):
+        r = row.record
+        if log2_sizes is not None and r.size.bit_length() - 1 not in log2_sizes:
+            continue
+        ratios.setdefault(label(r), None)
+        if r.impl == workload.judged and (r.size, r.dtype) in best:
+            ratios[label(r)] = row.ratio_best_peer
+            spreads[label(r)] = ratio_spread_pct(r, best[r.size, r.dtype])
+    return ratios, spreads
+
+
 def cell_target(
     name: str,
     cells: dict[str, float | None],

@@ -33,16 +33,9 @@ def implementations(compile_dynamic: bool, max_shapes: int) -> dict[str, Callabl
 
 def targets(records: Sequence[Record], roofline_gbps: float) -> list[Target]:
     """my_square against the best peer at every N and dtype measured."""
-    rows = report.annotate(records, roofline_gbps, WORKLOAD)
-    best = report.best_peer(records, WORKLOAD.peers)
-    ratios, spreads = {}, {}
-    for row in rows:
-        r = row.record
-        label = f"{r.dtype} N={report.size_label(r.size)}"
-        ratios.setdefault(label, None)  # a size where my_square was not measured: N/A
-        if r.impl == JUDGED and (r.size, r.dtype) in best:
-            ratios[label] = row.ratio_best_peer
-            spreads[label] = report.ratio_spread_pct(r, best[r.size, r.dtype])
+    ratios, spreads = report.judged_vs_best_peer(
+        records, roofline_gbps, WORKLOAD, lambda r: f"{r.dtype} N={report.size_label(r.size)}"
+    )
     name = f"GB/s >= {TARGET_RATIO:.2f}x best of {', '.join(WORKLOAD.peers)} at every N measured"
     return [report.cell_target(name, ratios, TARGET_RATIO, spreads)]
 
