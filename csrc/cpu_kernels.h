@@ -39,18 +39,18 @@ void cpu_elementwise(const void* pointers, const void* scalars,
       if (Sig::kMutated & (1u << k)) p.in[k][off[k]] = v[k];
     for (int j = 0; j < Sig::kOutputs; ++j) p.out[j][i] = o[j];
   };
-  torch::stable::parallel_for(
-      0, n, kCpuGrainSize, [=](int64_t begin, int64_t end) noexcept {
-        long long off[N];
-        for (int64_t i = begin; i < end; ++i) {
-          if (g) {
-            g->offsets(i, off);
-          } else {
-            for (int k = 0; k < N; ++k) off[k] = i;
-          }
-          element(i, off);
-        }
-      });
+  torch::stable::parallel_for(0, n, kCpuGrainSize,
+                              [=](int64_t begin, int64_t end) noexcept {
+                                long long off[N];
+                                for (int64_t i = begin; i < end; ++i) {
+                                  if (g) {
+                                    g->offsets(i, off);
+                                  } else {
+                                    for (int k = 0; k < N; ++k) off[k] = i;
+                                  }
+                                  element(i, off);
+                                }
+                              });
 }
 
 }  // namespace cee

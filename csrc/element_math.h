@@ -92,17 +92,17 @@ struct Compute<__nv_bfloat16> {
 // a * b + c is never fused by the compilers (host: -ffp-contract=off; NVRTC:
 // --fmad=false): a rule that wants one rounding says fma(a, b, c).
 #if defined(__CUDACC_RTC__)
-#define CEE_MATH_1(name, float_fn, double_fn)                             \
-  CEE_HOST_DEVICE float name(float x) { return ::float_fn(x); }           \
+#define CEE_MATH_1(name, float_fn, double_fn)                   \
+  CEE_HOST_DEVICE float name(float x) { return ::float_fn(x); } \
   CEE_HOST_DEVICE double name(double x) { return ::double_fn(x); }
-#define CEE_MATH_2(name, float_fn, double_fn)                             \
+#define CEE_MATH_2(name, float_fn, double_fn)                               \
   CEE_HOST_DEVICE float name(float x, float y) { return ::float_fn(x, y); } \
   CEE_HOST_DEVICE double name(double x, double y) { return ::double_fn(x, y); }
 #else
-#define CEE_MATH_1(name, float_fn, double_fn)                    \
-  inline float name(float x) { return ::float_fn(x); }           \
+#define CEE_MATH_1(name, float_fn, double_fn)          \
+  inline float name(float x) { return ::float_fn(x); } \
   inline double name(double x) { return ::double_fn(x); }
-#define CEE_MATH_2(name, float_fn, double_fn)                    \
+#define CEE_MATH_2(name, float_fn, double_fn)                      \
   inline float name(float x, float y) { return ::float_fn(x, y); } \
   inline double name(double x, double y) { return ::double_fn(x, y); }
 #endif

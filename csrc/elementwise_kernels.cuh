@@ -31,7 +31,8 @@ __device__ __forceinline__ void store_element(
     const long long* in_offsets) {
 #pragma unroll
   for (int k = 0; k < Sig::kInputs; ++k)
-    if (Sig::kMutated & (1u << k)) p.in[k][in_offsets ? in_offsets[k] : i] = v[k];
+    if (Sig::kMutated & (1u << k))
+      p.in[k][in_offsets ? in_offsets[k] : i] = v[k];
 #pragma unroll
   for (int j = 0; j < Sig::kOutputs; ++j) p.out[j][i] = o[j];
 }
@@ -204,7 +205,7 @@ __device__ __forceinline__ void vector_accesses(const PointersOf<Sig, T>& p,
       for (int k = 0; k < N; ++k) {
         const Access* from = reinterpret_cast<const Access*>(p.in[k]) + i;
         x[a][k] = (Sig::kMutated & (1u << k)) ? *from
-                                               : load_input<kLoad>(from, policy);
+                                              : load_input<kLoad>(from, policy);
       }
     }
   }

@@ -93,15 +93,16 @@ inline int pick_slot(const OpInfo& op, int dtype, const void* const* data,
   if (!op.vectorized) return kSimpleSlot;
   int shape = forced_vector_shape().load(std::memory_order_relaxed);
   // The tables were measured for one to three streams read per element.
-  const int streams = op.num_inputs < CEE_MAX_INPUTS ? op.num_inputs
-                                                     : CEE_MAX_INPUTS;
+  const int streams =
+      op.num_inputs < CEE_MAX_INPUTS ? op.num_inputs : CEE_MAX_INPUTS;
   if (shape < 0)
     shape =
         choose_vector_shape(launch_table_of_device(device), streams,
                             cee_dtype_sizes[dtype], n * cee_dtype_sizes[dtype]);
   const int access = cee_vector_shapes[shape].access_bytes;
   // A forced shape no table gives this op has no instance: the simple kernel.
-  bool ok = op.kernels[(kFirstVectorSlot + shape) * CEE_NUM_DTYPES + dtype] >= 0;
+  bool ok =
+      op.kernels[(kFirstVectorSlot + shape) * CEE_NUM_DTYPES + dtype] >= 0;
   for (int k = 0; k < op.num_inputs + op.num_outputs; ++k)
     ok = ok && aligned_to(data[k], access);
   return ok ? kFirstVectorSlot + shape : kSimpleSlot;
@@ -132,7 +133,8 @@ inline int launch_elementwise(const OpInfo& op, int dtype,
                               int64_t n, int device, void* stream, char* err,
                               size_t err_len) {
   if (n == 0) return 0;
-  const int slot = pick_slot(op, dtype, data, args.strided != nullptr, n, device);
+  const int slot =
+      pick_slot(op, dtype, data, args.strided != nullptr, n, device);
   unsigned grid, block;
   launch_shape(slot, dtype, n, &grid, &block);
   long long count = n;

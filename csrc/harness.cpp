@@ -175,12 +175,12 @@ template <typename Sig>
 int64_t run_op(const cee::OpInfo& op, std::mt19937_64& rng,
                const std::vector<int64_t>& sizes, bool one) {
   int64_t wrong = 0;
-#define CEE_RUN_DTYPE(id, device_type, size, scalar_type, name)          \
-  static_assert(sizeof(HostType_##name) == size, #name);                 \
-  if constexpr ((Sig::kDtypes >> CEE_DTYPE_##id) & 1u)                   \
-    if (!one || CEE_DTYPE_##id == CEE_DTYPE_FLOAT32)                     \
-      wrong += run_dtype<Sig, HostType_##name>(op, CEE_DTYPE_##id, #name, \
-                                               rng, sizes);
+#define CEE_RUN_DTYPE(id, device_type, size, scalar_type, name)                \
+  static_assert(sizeof(HostType_##name) == size, #name);                       \
+  if constexpr ((Sig::kDtypes >> CEE_DTYPE_##id) & 1u)                         \
+    if (!one || CEE_DTYPE_##id == CEE_DTYPE_FLOAT32)                           \
+      wrong += run_dtype<Sig, HostType_##name>(op, CEE_DTYPE_##id, #name, rng, \
+                                               sizes);
   CEE_FOR_EACH_DTYPE(CEE_RUN_DTYPE)
 #undef CEE_RUN_DTYPE
   return wrong;

@@ -133,8 +133,8 @@ inline bool same_view(const Tensor& a, const Tensor& b) {
 }
 
 // The one set of input rules for every op, said in the op's own input names:
-// the C++ Meta kernel runs them too, so torch.compile and FakeTensorMode get the
-// same errors. Returns the core's dtype index; the output shape in `shape`.
+// the C++ Meta kernel runs them too, so torch.compile and FakeTensorMode get
+// the same errors. Returns the core's dtype index; the output shape in `shape`.
 // `fake`: the Meta kernel's call (fake tensors have no memory to compare).
 template <int N>
 int check_inputs(const cee::OpInfo& op, const Tensor (&in)[N], Shape* shape,
@@ -166,7 +166,8 @@ int check_inputs(const cee::OpInfo& op, const Tensor (&in)[N], Shape* shape,
     if (in[k].dim() > shape->ndim) shape->ndim = in[k].dim();
   for (int64_t d = 0; d < shape->ndim; ++d) shape->sizes[d] = 1;
   for (int k = 0; k < N; ++k)
-    for (int64_t d = in[k].dim() - 1; d >= 0; --d) {  // the last first, as torch
+    for (int64_t d = in[k].dim() - 1; d >= 0;
+         --d) {  // the last first, as torch
       const int64_t at = shape->ndim - in[k].dim() + d;
       const int64_t size = in[k].size(d);
       if (size == shape->sizes[at] || size == 1) continue;
@@ -196,8 +197,8 @@ int check_inputs(const cee::OpInfo& op, const Tensor (&in)[N], Shape* shape,
       uintptr_t lo2, hi2;
       byte_span(in[j], &lo2, &hi2);
       if (lo <= hi2 && lo2 <= hi && !same_view(in[k], in[j]))
-        fail(name + " is updated in place and partly overlaps " +
-             op.inputs[j] + " in memory; pass separate tensors (or the same one)");
+        fail(name + " is updated in place and partly overlaps " + op.inputs[j] +
+             " in memory; pass separate tensors (or the same one)");
     }
   }
   return dtype;

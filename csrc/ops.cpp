@@ -202,7 +202,8 @@ void run_elementwise(StableIValue* stack, uint64_t, uint64_t) {
   constexpr int N = Sig::kInputs, M = Sig::kOutputs;
   constexpr bool kCuda = kBackend == Backend::Cuda;
   Tensor in[N];
-  for (int k = 0; k < N; ++k) in[k] = torch::stable::detail::to<Tensor>(stack[k]);
+  for (int k = 0; k < N; ++k)
+    in[k] = torch::stable::detail::to<Tensor>(stack[k]);
   ScalarValues values = {};
   for (int j = 0; j < op->num_scalars; ++j) {
     const StableIValue v = stack[N + j];
@@ -222,13 +223,13 @@ void run_elementwise(StableIValue* stack, uint64_t, uint64_t) {
   for (int j = 0; j < M; ++j) out[j] = empty_contiguous(shape, in[0]);
   if (kBackend != Backend::Meta && shape.numel() > 0) {
     bool ran = false;
-#define CEE_RUN_DTYPE(id, device_type, size, scalar_type, name)     \
-  if constexpr ((Sig::kDtypes >> CEE_DTYPE_##id) & 1u) {            \
-    if (dtype == CEE_DTYPE_##id) {                                  \
-      run_typed<Sig, HostType_##name, kBackend>(*op, in, out, values, \
-                                                shape, get_stream);  \
-      ran = true;                                                   \
-    }                                                               \
+#define CEE_RUN_DTYPE(id, device_type, size, scalar_type, name)              \
+  if constexpr ((Sig::kDtypes >> CEE_DTYPE_##id) & 1u) {                     \
+    if (dtype == CEE_DTYPE_##id) {                                           \
+      run_typed<Sig, HostType_##name, kBackend>(*op, in, out, values, shape, \
+                                                get_stream);                 \
+      ran = true;                                                            \
+    }                                                                        \
   }
     CEE_FOR_EACH_DTYPE(CEE_RUN_DTYPE)
 #undef CEE_RUN_DTYPE
@@ -238,10 +239,10 @@ void run_elementwise(StableIValue* stack, uint64_t, uint64_t) {
 }
 
 // Each op's function per backend, boxed for torch.
-#define CEE_BOXED(name, signature, schema)                               \
-  template <Backend kBackend>                                            \
-  constexpr BoxedKernel boxed_##name =                                   \
-      &guarded<&run_elementwise<signature, &cee_op_##name, kBackend>,    \
+#define CEE_BOXED(name, signature, schema)                            \
+  template <Backend kBackend>                                         \
+  constexpr BoxedKernel boxed_##name =                                \
+      &guarded<&run_elementwise<signature, &cee_op_##name, kBackend>, \
                &cee_op_##name>;
 CEE_FOR_EACH_OP(CEE_BOXED)
 #undef CEE_BOXED
