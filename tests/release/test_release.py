@@ -123,7 +123,7 @@ def test_refuses_missing_sass_and_ptx(good_wheel, tmp_path, cfg):
 
 def test_refuses_ptx_newer_than_cuda_12(good_wheel, tmp_path, cfg):
     # The same wheel with one op's PTX claiming ISA 9.0 (CUDA 13): a 525-579 driver cannot
-    # JIT it. One PTX per op (one fatbin each): the first, my_add's, is patched.
+    # JIT it. One PTX per op (one fatbin each): the first op's is patched.
     data = extension_bytes(good_wheel)
     assert data.count(b".version 8.8") == len(BUILD_INFO["ops"])
     patched = tmp_path / "ptx90.so"
@@ -132,7 +132,8 @@ def test_refuses_ptx_newer_than_cuda_12(good_wheel, tmp_path, cfg):
         release_gates.GateFailure, match=r"PTX ISA newer than 8\.8: sm_120: 9\.0"
     ) as exc:
         release_gates.gate_cuda12_device_code(repack(good_wheel, tmp_path, replace_so=patched), cfg)
-    assert "(in the fatbins of my_add)" in exc.value.reason
+    first = BUILD_INFO["ops"][0]["name"]
+    assert f"(in the fatbins of {first})" in exc.value.reason
 
 
 def test_refuses_cubin_from_cuda_13(good_wheel, tmp_path, cfg):
