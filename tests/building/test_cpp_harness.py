@@ -196,5 +196,5 @@ def test_make_cpp_with_an_unknown_arch_says_so_in_one_line(tmp_path):
     )  # fmt: skip
     assert run.returncode == 1
     assert "Traceback" not in run.stderr
-    assert run.stderr.startswith("make cpp: NVRTC 12.9, sm_999: ")
+    assert run.stderr.startswith("make cpp: NVRTC 12.9, sm_999, op ")
     assert "invalid value for --gpu-architecture" in run.stderr
