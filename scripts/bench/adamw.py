@@ -68,18 +68,7 @@ def implementations(compile_dynamic: bool, max_shapes: int) -> dict[str, Callabl
 
 def targets(records: Sequence[Record], roofline_gbps: float) -> list[Target]:
     """my_adamw_step against the best peer from 2^20 elements on."""
-    ratios, spreads = report.judged_vs_best_peer(
-        records,
-        roofline_gbps,
-        WORKLOAD,
-        lambda r: f"{r.dtype} {report.size_label(r.size)}",
-        TARGET_LOG2,
-    )
-    name = (
-        f"GB/s >= {TARGET_RATIO:.2f}x best of {', '.join(WORKLOAD.peers)} "
-        f"at 2^{TARGET_LOG2[0]}..2^{TARGET_LOG2[-1]}"
-    )
-    return [report.cell_target(name, ratios, TARGET_RATIO, spreads)]
+    return [report.best_peer_target(records, roofline_gbps, WORKLOAD, TARGET_LOG2, TARGET_RATIO)]
 
 
 WORKLOAD = Workload(

@@ -151,6 +151,21 @@ def judged_vs_best_peer(
     return ratios, spreads
 
 
+def best_peer_target(
+    records: Sequence[Record], roofline_gbps: float, workload, log2_sizes: range, ratio: float
+) -> Target:
+    """The judged op's GB/s >= `ratio` x the best peer at every dtype and size 2^k, k in
+    `log2_sizes` (the GELU and AdamW workloads' target)."""
+    ratios, spreads = judged_vs_best_peer(
+        records, roofline_gbps, workload, lambda r: f"{r.dtype} {size_label(r.size)}", log2_sizes
+    )
+    name = (
+        f"GB/s >= {ratio:.2f}x best of {', '.join(workload.peers)} "
+        f"at 2^{log2_sizes[0]}..2^{log2_sizes[-1]}"
+    )
+    return cell_target(name, ratios, ratio, spreads)
+
+
 def cell_target(
     name: str,
     cells: dict[str, float | None],
