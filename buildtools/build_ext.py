@@ -27,7 +27,7 @@ from setuptools.command.build_ext import build_ext
 from . import config, cross, device_code, nvrtc_fetch, ops, toolchain
 
 CSRC = config.ROOT / "csrc"
-HOST_SOURCES = ("ops.cpp", "python_module.cpp", "launcher.cpp")
+HOST_SOURCES = ("ops.cpp", "custom_ops.cpp", "python_module.cpp", "launcher.cpp")
 
 
 def _run(cmd: list[str]) -> None:
@@ -146,6 +146,7 @@ def declared_record(cfg: config.BuildConfig) -> dict:
         "launch_shapes": _launch_shapes_record(ew),
         # The Python side (wrappers, fakes, autograd, torch.func, doctor) is built from these.
         "ops": [op.record() for op in ops.declared_ops()],
+        "custom_ops": [op.record() for op in device_code.every_op()[1]],
         "device_compiler": compiler,
         # Which NVRTC made each target: {"sm_90": "NVRTC 12.0", "compute_120": "NVRTC 12.9"}.
         "device_compilers": compilers,

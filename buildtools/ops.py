@@ -465,10 +465,14 @@ def _resolve_torch(path: Path, key: str, dotted: str) -> None:
 
 
 def declared_ops(ops_dir: Path = OPS_DIR, dtypes: tuple[str, ...] | None = None) -> list[Op]:
-    """Every op of ops/*/ops.toml, sorted by name; names unique."""
+    """Every elementwise op of ops/*/ops.toml, sorted by name; names unique (the custom
+    ops, kind = "custom", are buildtools/custom_ops.py's)."""
     if dtypes is None:
         dtypes = tuple(d.name for d in elementwise().dtypes)
-    ops = [op for path in sorted(ops_dir.glob("*/ops.toml")) for op in _ops_of(path, dtypes)]
+    from .custom_ops import is_custom  # the other kind of declaration: not elementwise
+
+    paths = [path for path in sorted(ops_dir.glob("*/ops.toml")) if not is_custom(path)]
+    ops = [op for path in paths for op in _ops_of(path, dtypes)]
     names = [op.name for op in ops]
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:

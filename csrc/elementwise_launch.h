@@ -140,7 +140,7 @@ inline int launch_elementwise(const OpInfo& op, int dtype,
   long long count = n;
   void* with_geometry[] = {args.pointers, args.scalars, args.strided, &count};
   void* contiguous[] = {args.pointers, args.scalars, &count};
-  return cee_launch(op.kernels[slot * CEE_NUM_DTYPES + dtype], grid, block,
+  return cee_launch(op.kernels[slot * CEE_NUM_DTYPES + dtype], grid, block, 0,
                     args.strided ? with_geometry : contiguous, device, stream,
                     op.qualname, err, err_len);
 }

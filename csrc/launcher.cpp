@@ -397,8 +397,9 @@ extern "C" int cee_find_kernel(const char* name_expression) {
 }
 
 extern "C" int cee_launch(int kernel, unsigned grid, unsigned block,
-                          void** args, int device, void* stream, const char* op,
-                          char* err, size_t err_len) {
+                          unsigned shared_bytes, void** args, int device,
+                          void* stream, const char* op, char* err,
+                          size_t err_len) {
   char reason[512];
   State& s = state();
   if (!driver_ready(s, reason, sizeof reason)) {
@@ -435,7 +436,7 @@ extern "C" int cee_launch(int kernel, unsigned grid, unsigned block,
     status = resolve_kernel(s, device, kernel, &function, &what);
     if (status == CUDA_SUCCESS) {
       what = "cuLaunchKernel";
-      status = d.cuLaunchKernel(function, grid, 1, 1, block, 1, 1, 0,
+      status = d.cuLaunchKernel(function, grid, 1, 1, block, 1, 1, shared_bytes,
                                 static_cast<CUstream>(stream), args, nullptr);
     }
     if (push) {
@@ -466,6 +467,21 @@ extern "C" const char* cee_device_name(int device) {
     s.named[device].store(true, std::memory_order_release);
   }
   return s.device_names[device];
+}
+
+extern "C" int cee_multiprocessor_count(int device) {
+  State& s = state();
+  char err[512];
+  CUdevice dev;
+  int count = 0;
+  if (device < 0 || device >= kMaxDevices ||
+      !driver_ready(s, err, sizeof err) ||
+      s.driver.cuDeviceGet(&dev, device) != CUDA_SUCCESS ||
+      s.driver.cuDeviceGetAttribute(&count,
+                                    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                    dev) != CUDA_SUCCESS)
+    return 0;
+  return count;
 }
 
 extern "C" void* cee_cuda_entry_point(const char* name, char* err,

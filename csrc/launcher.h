@@ -24,15 +24,20 @@ extern "C" {
 int cee_find_kernel(const char* name_expression);
 
 // Launches kernel `kernel` (an index as above) on `device` with `args`
-// (cuLaunchKernel's array of pointers to each parameter), on `stream` (a
+// (cuLaunchKernel's array of pointers to each parameter) and `shared_bytes` of
+// dynamic shared memory, on `stream` (a
 // CUstream of that device's primary context; NULL: the legacy default stream).
 // The kernel is loaded for the device at its first use, outside any graph
 // capture's restrictions. Returns 0 on success; on failure the CUresult (or -1
 // when the driver could not be used at all), with a readable message that
 // starts with `op` in err[0..err_len).
-int cee_launch(int kernel, unsigned grid, unsigned block, void** args,
-               int device, void* stream, const char* op, char* err,
+int cee_launch(int kernel, unsigned grid, unsigned block, unsigned shared_bytes,
+               void** args, int device, void* stream, const char* op, char* err,
                size_t err_len);
+
+// The streaming multiprocessors of `device`, or 0 where there is no driver or
+// no such device.
+int cee_multiprocessor_count(int device);
 
 // The name the driver reports for `device` ("NVIDIA H100 80GB HBM3"), looked
 // up once per device, or NULL where there is no driver or no such device.

@@ -62,4 +62,24 @@ struct OpInfo {
   const int* kernels;
 };
 
+// One kernel instance of an op that is not elementwise (kind = "custom"):
+// its template's name in kernels.cuh, the dtype (the core's index) and the
+// values of the template's other parameters, as ops.toml lists them.
+struct CustomKernel {
+  const char* name;  // "rms_norm_forward"
+  int dtype;
+  int num_values;
+  int values[4];
+  int index;  // the launcher's kernel index
+};
+
+// One declared custom op: what its host function's launches look up.
+struct CustomOpInfo {
+  const char* name;
+  const char* qualname;
+  const CustomKernel* kernels;
+  int num_kernels;
+  unsigned dtypes;  // bit d: the core's dtype d
+};
+
 }  // namespace cee

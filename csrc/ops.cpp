@@ -4,7 +4,6 @@
 // Uses only the LibTorch stable ABI (TORCH_TARGET_VERSION 2.10), so one binary
 // loads on every torch >= 2.10. Built by zig (clang + its own static libc++)
 // against glibc 2.17; torch_boundary.h keeps our C++ exceptions on our side.
-#include <dlfcn.h>
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
@@ -23,39 +22,11 @@
 #include "host_float16.h"
 #include "input_checks.h"
 #include "torch_boundary.h"
+#include "torch_cuda.h"
 
 namespace {
 
 using namespace cee;
-
-// ------------------------------------------------------------- CUDA dispatch
-
-// torch's current CUDA stream. At stable-ABI target 2.10 there is no stable
-// shim for it; aoti_torch_get_current_cuda_stream lives in libtorch_cuda.so,
-// which torch loads RTLD_LOCAL, so look it up in that library by handle.
-// A CPU-only torch has no such library: that is an error at call time, never
-// at import time.
-using GetCurrentCudaStream = AOTITorchError (*)(int32_t, void**);
-
-GetCurrentCudaStream find_current_stream_getter() {
-  static GetCurrentCudaStream cached = nullptr;
-  if (cached) return cached;
-  void* lib = dlopen("libtorch_cuda.so", RTLD_LAZY | RTLD_NOLOAD);
-  if (!lib) return nullptr;
-  cached = reinterpret_cast<GetCurrentCudaStream>(
-      dlsym(lib, "aoti_torch_get_current_cuda_stream"));
-  dlclose(lib);  // RTLD_NOLOAD took a reference; torch still holds its own.
-  return cached;
-}
-
-GetCurrentCudaStream require_cuda_torch() {
-  GetCurrentCudaStream get_stream = find_current_stream_getter();
-  if (!get_stream)
-    fail(
-        "got CUDA tensors, but the running torch has no CUDA support "
-        "(libtorch_cuda.so is not loaded); install a CUDA build of torch");
-  return get_stream;
-}
 
 // ----------------------------------------------------------------- the ops
 

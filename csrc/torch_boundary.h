@@ -90,7 +90,8 @@ __attribute__((noinline)) inline bool run_catching(
 // What torch calls. No object with a destructor is alive here when
 // aoti_torch_check throws, so torch's exception unwinds through this frame
 // without touching our C++ runtime.
-template <BoxedKernel kernel, const cee::OpInfo* op>
+// `op`: the op's OpInfo or CustomOpInfo (for its qualname).
+template <BoxedKernel kernel, auto op>
 void guarded(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   char message[2048];
   if (run_catching(kernel, stack, num_args, num_outputs, op->qualname, message,

@@ -83,6 +83,12 @@ def write_device_image(lib: Path, includes: list[Path], out: Path) -> str:
     cfg = device_code.config.load(dev_spec="")
     header = device_code.generated_header(code, f"JIT SASS {target} from {lib}", cfg)
     (out / "cee_generated.h").write_text(header)
+    hosts, hosts_file = (
+        device_code.custom_hosts_source(device_code.every_op()[1]),
+        out / "cee_custom_hosts.h",
+    )
+    if not hosts_file.exists() or hosts_file.read_text() != hosts:
+        hosts_file.write_text(hosts)
     text = "".join(
         f'extern "C" alignas(8) const unsigned char {device_code.FATBIN_SYMBOL.format(name)}[] '
         f"= {{{','.join(str(b) for b in cubin)}}};\n"
@@ -119,7 +125,13 @@ def load(source_dir: str | os.PathLike | None = None, verbose: bool = False):
     cpp_extension.load(
         name=NAMESPACE,
         sources=[
-            str(p) for p in (src / "ops.cpp", src / "launcher.cpp", generated / "device_image.cpp")
+            str(p)
+            for p in (
+                src / "ops.cpp",
+                src / "custom_ops.cpp",
+                src / "launcher.cpp",
+                generated / "device_image.cpp",
+            )
         ],
         extra_cflags=[
             "-O2",

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import torch
 
+from .custom_ops import CUSTOM, expression_scope
 from .ops import DECLARATIONS, python_scope
 
 
@@ -113,6 +114,55 @@ def mismatches(ops_module, device, dtype=torch.float32, n: int = 1000) -> list[s
         tensors, scalars = sample_inputs(op, n, device, op_dtype), scalar_samples(op)
         ours = results(getattr(ops_module, name), op, tensors, scalars)
         theirs = results(reference(op), op, tensors, scalars)
+        problem = difference(op, ours, theirs)
+        if problem:
+            wrong.append(f"{name} {op_dtype}: {problem}")
+    return wrong + custom_mismatches(ops_module, device, dtype)
+
+
+def custom_arguments(op: dict, device, dtype: torch.dtype) -> list:
+    """A custom op's arguments: its declared samples (expressions of dtype and device),
+    the other scalars at their defaults."""
+    scope = {"torch": torch, "dtype": dtype, "device": torch.device(device)}
+    return [
+        eval(op["samples"][a["name"]], scope)  # noqa: S307 - ours
+        if a["name"] in op["samples"]
+        else a["default"]
+        for a in op["arguments"]
+    ]
+
+
+def custom_reference(op: dict, namespace: str = "cuda_ext_example") -> Callable:
+    """A custom op's reference as a function of its arguments."""
+    code = compile(op["reference"], f"ops/{op['folder']}/ops.toml reference", "eval")
+    names = [a["name"] for a in op["arguments"]]
+
+    def call(*args):
+        scope = {**expression_scope(op, namespace), **dict(zip(names, args, strict=True))}
+        return eval(code, scope)  # noqa: S307 - ours
+
+    call.__name__ = f"reference of {op['name']}"
+    return call
+
+
+def custom_results(function: Callable, args: list) -> tuple:
+    out = function(*args)
+    return (out,) if isinstance(out, torch.Tensor) else tuple(out)
+
+
+def custom_mismatches(ops_module, device, dtype=torch.float32) -> list[str]:
+    """mismatches() of the custom ops: each on its declared samples."""
+    wrong = []
+    for name, op in CUSTOM.items():
+        if dtype is None:
+            op_dtype = getattr(torch, "float32" if "float32" in op["dtypes"] else op["dtypes"][0])
+        elif str(dtype).removeprefix("torch.") in op["dtypes"]:
+            op_dtype = dtype
+        else:
+            continue
+        args = custom_arguments(op, device, op_dtype)
+        ours = custom_results(getattr(ops_module, name), args)
+        theirs = custom_results(custom_reference(op), args)
         problem = difference(op, ours, theirs)
         if problem:
             wrong.append(f"{name} {op_dtype}: {problem}")

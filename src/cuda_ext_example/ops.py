@@ -23,7 +23,8 @@ NAMESPACE = "cuda_ext_example"
 _RECORD = load_build_info() or {}
 # name -> what ops.toml declares: inputs, scalars, outputs, reference, derivatives, ...
 DECLARATIONS: dict[str, dict] = {op["name"]: op for op in _RECORD.get("ops", [])}
-OP_NAMES = tuple(DECLARATIONS)
+# Every op: the elementwise ones, then those that are not (custom_ops.py), each sorted.
+OP_NAMES = tuple(DECLARATIONS) + tuple(op["name"] for op in _RECORD.get("custom_ops", []))
 
 # The dtypes of pyproject.toml's elementwise core, which the build writes into the record.
 SUPPORTED_DTYPES = tuple(getattr(torch, name) for name in _RECORD.get("dtypes", []))
@@ -331,7 +332,8 @@ _LIBRARIES: list = []  # the registrations live as long as their Library object
 
 def register_python_parts(namespace: str = NAMESPACE) -> dict[str, Callable]:
     """Autograd and vmap rules for every declared op of `namespace` (the JIT
-    build has its own); returns the Python wrappers by op name."""
+    build has its own), and the custom ops' fake kernels and autograd; returns the Python
+    wrappers by op name."""
     library = torch.library.Library(namespace, "IMPL")
     _LIBRARIES.append(library)
     wrappers = {}
@@ -345,6 +347,9 @@ def register_python_parts(namespace: str = NAMESPACE) -> dict[str, Callable]:
         kernel = make_autograd_kernel(op, below_autograd, namespace, function)
         library.impl(name, kernel, "Autograd")
         wrappers[name] = make_wrapper(op, namespace, function=function)
+    from . import custom_ops  # the ops that are not elementwise
+
+    wrappers.update(custom_ops.register(namespace))
     return wrappers
 
 

@@ -1,0 +1,212 @@
+// The host API of ops that are not elementwise: what ops/<folder>/host.h of a
+// kind = "custom" declaration is written against (it is included after this,
+// inside namespace cee_rule_<folder>). A host function takes and returns
+// torch::stable::Tensor and the schema's scalars; it checks its inputs (cee::
+// fail names the op for it), allocates its outputs, and runs a plain C++ loop
+// on the CPU or launches its kernels on torch's current stream. LibTorch
+// stable ABI only, like the rest of the host code.
+#pragma once
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+
+#include <initializer_list>
+#include <string>
+#include <tuple>
+#include <type_traits>
+
+#include "cee_generated.h"
+#include "host_float16.h"
+#include "input_checks.h"
+#include "launcher.h"
+#include "torch_boundary.h"
+#include "torch_cuda.h"
+
+namespace cee {
+
+// The op this thread runs: set by the core around its host function
+// (csrc/custom_ops.cpp), so that launches find that op's kernels.
+inline const CustomOpInfo*& running_op() {
+  static thread_local const CustomOpInfo* op = nullptr;
+  return op;
+}
+
+// The core's dtype index (CEE_DTYPE_FLOAT32, ...) of a host type.
+template <typename T>
+constexpr int dtype_of() {
+#define CEE_DTYPE_OF(id, device_type, size, scalar_type, name) \
+  if constexpr (std::is_same_v<T, HostType_##name>) return CEE_DTYPE_##id;
+  CEE_FOR_EACH_DTYPE(CEE_DTYPE_OF)
+#undef CEE_DTYPE_OF
+  return -1;
+}
+
+// The dtype index of `t`, refused (naming `what`) unless the op declares it.
+inline int op_dtype(const Tensor& t, const char* what) {
+  const int dtype = dtype_index(t.scalar_type());
+  if (dtype < 0 || !(running_op()->dtypes & (1u << dtype))) {
+    std::string names;
+    static const char* const all[] = {
+#define CEE_DTYPE_NAME(id, device_type, size, scalar_type, name) "torch." #name,
+        CEE_FOR_EACH_DTYPE(CEE_DTYPE_NAME)
+#undef CEE_DTYPE_NAME
+    };
+    for (int d = 0; d < CEE_NUM_DTYPES; ++d)
+      if (running_op()->dtypes & (1u << d))
+        names += (names.empty() ? "" : ", ") + std::string(all[d]);
+    fail(std::string(what) + " is " + dtype_name(t.scalar_type()) +
+         "; supported: " + names);
+  }
+  return dtype;
+}
+
+// Calls f(T()) with T the host type of `dtype` (c10::Half, float, ...), for
+// the dtypes of mask kDtypes only (bit d: the core's dtype d). A host.h calls
+// its folder's visit_dtype(dtype, f), which passes its declared dtypes.
+template <unsigned kDtypes, typename F>
+void visit_dtype(int dtype, F&& f) {
+#define CEE_VISIT(id, device_type, size, scalar_type, name) \
+  if constexpr ((kDtypes >> CEE_DTYPE_##id) & 1u)           \
+    if (dtype == CEE_DTYPE_##id) return f(HostType_##name());
+  CEE_FOR_EACH_DTYPE(CEE_VISIT)
+#undef CEE_VISIT
+  fail("no host type for this dtype");
+}
+
+// A tensor read as [rows, cols] (cols: its last dimension), each row
+// contiguous, row r starting at data + r * stride elements.
+struct Rows {
+  int64_t rows, cols, stride;
+};
+
+// `t` itself where its layout is such rows, else a contiguous copy of it
+// (transposed or sliced views, expanded gradients): the kernels see rows only.
+inline Tensor as_rows(const Tensor& t, Rows* out) {
+  const int64_t nd = t.dim();
+  out->cols = nd ? t.size(nd - 1) : 1;
+  out->rows = out->cols ? t.numel() / out->cols : 0;
+  bool rows_ok = nd == 0 || t.size(nd - 1) <= 1 || t.stride(nd - 1) == 1;
+  // The leading dimensions must collapse into one of stride `stride`.
+  int64_t stride = out->cols, expected = -1;
+  for (int64_t d = nd - 2; rows_ok && d >= 0; --d) {
+    if (t.size(d) == 1) continue;
+    if (expected < 0) stride = expected = t.stride(d);
+    rows_ok = t.stride(d) == expected && expected >= out->cols;
+    expected *= t.size(d);
+  }
+  if (rows_ok) {
+    out->stride = stride;
+    return t;
+  }
+  out->stride = out->cols;
+  return torch_call("copying to a contiguous tensor",
+                    [&] { return torch::stable::contiguous(t); });
+}
+
+// A new contiguous tensor of `sizes` and dtype (the core's index; -1: like's),
+// on like's device. aoti_torch_empty_strided calls at::empty_strided directly,
+// without a boxed dispatcher call.
+inline Tensor new_empty(const Tensor& like, const int64_t* sizes, int64_t ndim,
+                        int dtype = -1) {
+  int64_t strides[64];
+  int64_t stride = 1;
+  for (int64_t d = ndim - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= sizes[d] > 1 ? sizes[d] : 1;
+  }
+  int32_t code = 0, device_type = 0;
+  if (dtype < 0) {
+    if (aoti_torch_get_dtype(like.get(), &code) != AOTI_TORCH_SUCCESS)
+      torch_call_failed("reading a dtype");
+  }
+#define CEE_DTYPE_CODE(id, device_type, size, scalar_type, name) \
+  if (dtype == CEE_DTYPE_##id) code = aoti_torch_dtype_##name();
+  CEE_FOR_EACH_DTYPE(CEE_DTYPE_CODE)
+#undef CEE_DTYPE_CODE
+  AtenTensorHandle handle = nullptr;
+  if (aoti_torch_get_device_type(like.get(), &device_type) !=
+          AOTI_TORCH_SUCCESS ||
+      aoti_torch_empty_strided(ndim, sizes, strides, code, device_type,
+                               like.get_device_index(),
+                               &handle) != AOTI_TORCH_SUCCESS)
+    torch_call_failed("allocating an output");
+  return Tensor(handle);
+}
+
+inline Tensor new_empty(const Tensor& like,
+                        std::initializer_list<int64_t> sizes, int dtype = -1) {
+  return new_empty(like, sizes.begin(), (int64_t)sizes.size(), dtype);
+}
+
+// A new contiguous tensor of like's shape, dtype and device.
+inline Tensor new_empty_like(const Tensor& like) {
+  int64_t sizes[64];
+  for (int64_t d = 0; d < like.dim(); ++d) sizes[d] = like.size(d);
+  return new_empty(like, sizes, like.dim());
+}
+
+// Same device, or an error naming both tensors.
+inline void check_same_device(const Tensor& a, const char* a_name,
+                              const Tensor& b, const char* b_name) {
+  if (a.device().type() != b.device().type() ||
+      a.get_device_index() != b.get_device_index())
+    fail(std::string(a_name) + " is on " + device_name(a.device()) + ", " +
+         b_name + " on " + device_name(b.device()) +
+         "; both must be on one device");
+}
+
+// The launches of the running op on `on`'s CUDA device, on torch's current
+// stream there. Its kernels are named as ops.toml lists them: the template's
+// name, then its parameters after the dtype, in order (a bool as 0 or 1).
+class Launch {
+ public:
+  explicit Launch(const Tensor& on)
+      : op_(running_op()),
+        device_(on.get_device_index()),
+        stream_(current_cuda_stream(on.get_device_index())) {}
+
+  // The device's streaming multiprocessors: how many blocks fill it.
+  int multiprocessors() const {
+    const int n = cee_multiprocessor_count(device_);
+    return n > 0 ? n : 1;
+  }
+
+  // Launches kernel `name` of dtype `dtype` with `values`, on grid x block
+  // threads with `shared_bytes` of dynamic shared memory. `args` are the
+  // kernel's parameters, each of exactly the parameter's type.
+  template <typename... Args>
+  void operator()(const char* name, int dtype,
+                  std::initializer_list<int> values, unsigned grid,
+                  unsigned block, unsigned shared_bytes, Args... args) const {
+    const int kernel = find(name, dtype, values);
+    void* params[] = {static_cast<void*>(&args)...};
+    char err[1024] = {0};
+    if (cee_launch(kernel, grid, block, shared_bytes, params, device_, stream_,
+                   op_->qualname, err, sizeof err) != 0)
+      throw std::runtime_error(err);  // already names the op
+  }
+
+ private:
+  int find(const char* name, int dtype,
+           std::initializer_list<int> values) const {
+    for (int k = 0; k < op_->num_kernels; ++k) {
+      const CustomKernel& c = op_->kernels[k];
+      if (c.dtype != dtype || c.num_values != (int)values.size() ||
+          strcmp(c.name, name) != 0)
+        continue;
+      int i = 0;
+      while (i < c.num_values && c.values[i] == values.begin()[i]) ++i;
+      if (i == c.num_values) return c.index;
+    }
+    std::string wanted = std::string(name) + "<dtype " + std::to_string(dtype);
+    for (int v : values) wanted += ", " + std::to_string(v);
+    fail("no compiled kernel " + wanted +
+         ">: add its values to the op's kernels in ops.toml");
+  }
+
+  const CustomOpInfo* op_;
+  int device_;
+  void* stream_;
+};
+
+}  // namespace cee

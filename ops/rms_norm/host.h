@@ -1,0 +1,175 @@
+// The host side of my_rms_norm and my_rms_norm_backward (ops.toml): the input
+// checks, the outputs, a plain C++ loop on the CPU and the launches of
+// kernels.cuh on the GPU. Included inside namespace cee_rule_rms_norm, after
+// the core's host API (csrc/custom_op.h).
+
+// What both ops require of x and weight.
+inline void check_x_and_weight(const Tensor& x, const Tensor& weight,
+                               double eps) {
+  if (x.dim() < 1)
+    cee::fail("x must have at least one dimension (the normalized one)");
+  const int64_t cols = x.size(x.dim() - 1);
+  if (weight.dim() != 1 || weight.size(0) != cols)
+    cee::fail("weight has shape " + cee::shape_string(weight) +
+              "; it must be [" + std::to_string(cols) +
+              "], the size of x's last dimension");
+  cee::check_same_device(x, "x", weight, "weight");
+  if (x.scalar_type() != weight.scalar_type())
+    cee::fail("x is " + cee::dtype_name(x.scalar_type()) + " and weight " +
+              cee::dtype_name(weight.scalar_type()) + "; pass one dtype");
+  if (!(eps >= 0)) cee::fail("eps must be >= 0, got " + std::to_string(eps));
+  if (cols > 0x7fffffff) cee::fail("the last dimension is over 2^31 - 1");
+}
+
+// How a row is spread over a block: 16-byte packs where the row length and
+// every row start allow them, each thread holding `per_thread` packs in
+// registers (0: any length, read twice), `block` threads.
+struct Geometry {
+  bool vector;
+  int per_thread;
+  unsigned block;
+};
+
+inline Geometry geometry(const cee::Rows* rows, int n, int64_t element_size,
+                         const void* const* data, int max_per_thread) {
+  const int64_t width = 16 / element_size;
+  bool vector = rows[0].cols % width == 0;
+  for (int k = 0; k < n; ++k)
+    vector =
+        vector && rows[k].stride % width == 0 && (uintptr_t)data[k] % 16 == 0;
+  const int64_t packs = vector ? rows[0].cols / width : rows[0].cols;
+  for (int per_thread = 1; per_thread <= max_per_thread; per_thread *= 2) {
+    const int64_t threads = (packs + per_thread - 1) / per_thread;
+    if (threads <= 512)
+      return {vector, per_thread,
+              (unsigned)(threads < 32 ? 32 : (threads + 31) / 32 * 32)};
+  }
+  return {vector, 0, 512};
+}
+
+template <typename T>
+void forward_cpu(const T* x, const T* w, T* y, const cee::Rows& r, double eps) {
+  typedef typename cee::Compute<T>::type A;
+  typedef cee::Compute<T> C;
+  for (int64_t row = 0; row < r.rows; ++row) {
+    const T* xr = x + row * r.stride;
+    T* yr = y + row * r.cols;
+    A sum = 0;
+    for (int64_t c = 0; c < r.cols; ++c) sum += C::in(xr[c]) * C::in(xr[c]);
+    const A rstd = A(1) / cee::sqrt(sum / A(r.cols) + A(eps));
+    for (int64_t c = 0; c < r.cols; ++c)
+      yr[c] = C::out(C::in(xr[c]) * rstd * C::in(w[c]));
+  }
+}
+
+// y = x / sqrt(mean(x^2, last dim) + eps) * weight
+inline Tensor rms_norm_forward(Tensor x, Tensor weight, double eps) {
+  check_x_and_weight(x, weight, eps);
+  const int dtype = cee::op_dtype(x, "x");
+  cee::Rows rows[2];
+  const Tensor xs = cee::as_rows(x, &rows[0]);
+  const Tensor ws = cee::as_rows(weight, &rows[1]);
+  Tensor y = cee::new_empty_like(x);
+  if (rows[0].rows == 0 || rows[0].cols == 0) return y;
+  const void* data[] = {xs.const_data_ptr(), ws.const_data_ptr(),
+                        y.const_data_ptr()};
+  visit_dtype(dtype, [&](auto tag) {
+    typedef decltype(tag) T;
+    const T* xp = static_cast<const T*>(data[0]);
+    const T* wp = static_cast<const T*>(data[1]);
+    T* yp = static_cast<T*>(y.mutable_data_ptr());
+    if (!x.is_cuda()) return forward_cpu<T>(xp, wp, yp, rows[0], eps);
+    const cee::Rows out_rows = {rows[0].rows, rows[0].cols, rows[0].cols};
+    const cee::Rows all[] = {rows[0], {1, rows[0].cols, 0}, out_rows};
+    const Geometry g = geometry(all, 3, sizeof(T), data, 8);
+    const long long n = rows[0].rows, stride = rows[0].stride;
+    const long long out_stride = rows[0].cols;
+    const int cols = (int)rows[0].cols;
+    const unsigned grid = (unsigned)(n < (1 << 30) ? n : (1 << 30));
+    const cee::Launch launch(x);
+    launch("rms_norm_forward", dtype, {g.vector, g.per_thread}, grid, g.block,
+           0, xp, wp, yp, n, cols, stride, out_stride, eps);
+  });
+  return y;
+}
+
+template <typename T>
+void backward_cpu(const T* grad, const T* x, const T* w, T* dx, T* dw,
+                  const cee::Rows& gr, const cee::Rows& xr, double eps) {
+  typedef typename cee::Compute<T>::type A;
+  typedef cee::Compute<T> C;
+  const int64_t cols = xr.cols;
+  A* acc = new A[cols > 0 ? cols : 1]();
+  for (int64_t row = 0; row < xr.rows; ++row) {
+    const T* g = grad + row * gr.stride;
+    const T* v = x + row * xr.stride;
+    A squares = 0, dot = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      squares += C::in(v[c]) * C::in(v[c]);
+      dot += C::in(v[c]) * C::in(w[c]) * C::in(g[c]);
+    }
+    const A rstd = A(1) / cee::sqrt(squares / A(cols) + A(eps));
+    const A scale = dot * rstd * rstd * rstd / A(cols);
+    for (int64_t c = 0; c < cols; ++c) {
+      dx[row * cols + c] =
+          C::out(C::in(w[c]) * C::in(g[c]) * rstd - C::in(v[c]) * scale);
+      acc[c] += C::in(g[c]) * C::in(v[c]) * rstd;
+    }
+  }
+  for (int64_t c = 0; c < cols; ++c) dw[c] = C::out(acc[c]);
+  delete[] acc;
+}
+
+// (dx, dweight) of y = my_rms_norm(x, weight, eps) for the gradient `grad` of
+// y.
+inline std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad, Tensor x,
+                                                    Tensor weight, double eps) {
+  check_x_and_weight(x, weight, eps);
+  cee::check_same_device(grad, "grad", x, "x");
+  if (grad.dim() != x.dim() || cee::shape_string(grad) != cee::shape_string(x))
+    cee::fail("grad has shape " + cee::shape_string(grad) + ", x " +
+              cee::shape_string(x) + "; they must be equal");
+  if (grad.scalar_type() != x.scalar_type())
+    cee::fail("grad is " + cee::dtype_name(grad.scalar_type()) + " and x " +
+              cee::dtype_name(x.scalar_type()) + "; pass one dtype");
+  const int dtype = cee::op_dtype(x, "x");
+  cee::Rows rows[3];
+  const Tensor gs = cee::as_rows(grad, &rows[0]);
+  const Tensor xs = cee::as_rows(x, &rows[1]);
+  const Tensor ws = cee::as_rows(weight, &rows[2]);
+  Tensor dx = cee::new_empty_like(x);
+  Tensor dw = cee::new_empty_like(weight);
+  const long long n = rows[1].rows;
+  const int cols = (int)rows[1].cols;
+  if (cols == 0) return std::make_tuple(dx, dw);
+  visit_dtype(dtype, [&](auto tag) {
+    typedef decltype(tag) T;
+    typedef typename cee::Compute<T>::type A;
+    const T* gp = static_cast<const T*>(gs.const_data_ptr());
+    const T* xp = static_cast<const T*>(xs.const_data_ptr());
+    const T* wp = static_cast<const T*>(ws.const_data_ptr());
+    T* dxp = static_cast<T*>(dx.mutable_data_ptr());
+    T* dwp = static_cast<T*>(dw.mutable_data_ptr());
+    if (!x.is_cuda())
+      return backward_cpu<T>(gp, xp, wp, dxp, dwp, rows[0], rows[1], eps);
+    const cee::Launch launch(x);
+    // Enough blocks to fill the GPU twice; each sums its rows' dweight share.
+    const long long blocks_wanted = 2LL * launch.multiprocessors();
+    const int blocks = (int)(n < blocks_wanted ? n : blocks_wanted);
+    Tensor partial = cee::new_empty(x, {blocks, cols}, cee::dtype_of<A>());
+    A* pp = static_cast<A*>(partial.mutable_data_ptr());
+    if (n > 0) {
+      const void* data[] = {gp, xp, wp, dxp};
+      const cee::Rows all[] = {rows[0], rows[1], {1, cols, 0}, {n, cols, cols}};
+      const Geometry g = geometry(all, 4, sizeof(T), data, 2);
+      const long long grad_stride = rows[0].stride, x_stride = rows[1].stride;
+      const long long dx_stride = cols;
+      launch("rms_norm_backward", dtype, {g.vector, g.per_thread},
+             (unsigned)blocks, g.block, 0, gp, xp, wp, dxp, pp, n, cols,
+             grad_stride, x_stride, dx_stride, eps);
+    }
+    launch("rms_norm_weight_grad", dtype, {}, (unsigned)((cols + 31) / 32), 512,
+           0, (const A*)pp, dwp, blocks, cols);
+  });
+  return std::make_tuple(dx, dw);
+}

@@ -1,0 +1,217 @@
+// RMSNorm over the last dimension, forward and backward, on the GPU:
+//   y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps)   (per row)
+// Compiled by NVRTC inside namespace cee_rule_rms_norm, over the core's device
+// helpers (csrc/device_reductions.cuh); host.h launches the instances that
+// ops.toml lists. Accumulates in float (double for double).
+//
+// One block per row; with more rows than blocks, each block loops over rows.
+// kPerThread > 0: each thread keeps its kPerThread packs of a row in registers
+// (the host picks it so that they cover the row); 0: any row length, read
+// twice (the second time mostly from L2). kVector: 16-byte packs (the host
+// checks that the row length and every row start allow them).
+
+template <typename T, bool kVector, int kPerThread>
+__global__ void rms_norm_forward(const T* __restrict__ x,
+                                 const T* __restrict__ weight,
+                                 T* __restrict__ y, long long rows, int cols,
+                                 long long x_stride, long long y_stride,
+                                 double eps) {
+  typedef cee::Accumulate<T> A;
+  typedef cee::Compute<T> C;
+  constexpr int W = cee::PackWidth<T, kVector>::value;
+  typedef cee::Pack<T, W> P;
+  __shared__ A scratch[32];
+  const int packs = cols / W;
+  const P* w = reinterpret_cast<const P*>(weight);
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const P* xr = reinterpret_cast<const P*>(x + row * x_stride);
+    P* yr = reinterpret_cast<P*>(y + row * y_stride);
+    A sum[1] = {A(0)};
+    if constexpr (kPerThread > 0) {
+      A v[kPerThread][W];
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        const int p = threadIdx.x + i * blockDim.x;
+        P pack = {};
+        if (p < packs) pack = xr[p];
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          v[i][j] = C::in(pack.v[j]);
+          sum[0] += v[i][j] * v[i][j];
+        }
+      }
+      cee::block_sum<1>(sum, scratch);
+      const A rstd = cee::inverse_sqrt(sum[0] / A(cols) + A(eps));
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        const int p = threadIdx.x + i * blockDim.x;
+        if (p >= packs) continue;
+        const P wp = w[p];
+        P out;
+#pragma unroll
+        for (int j = 0; j < W; ++j)
+          out.v[j] = C::out(v[i][j] * rstd * C::in(wp.v[j]));
+        yr[p] = out;
+      }
+    } else {
+      for (int p = threadIdx.x; p < packs; p += blockDim.x) {
+        const P pack = xr[p];
+#pragma unroll
+        for (int j = 0; j < W; ++j)
+          sum[0] += C::in(pack.v[j]) * C::in(pack.v[j]);
+      }
+      cee::block_sum<1>(sum, scratch);
+      const A rstd = cee::inverse_sqrt(sum[0] / A(cols) + A(eps));
+      for (int p = threadIdx.x; p < packs; p += blockDim.x) {
+        const P pack = xr[p], wp = w[p];
+        P out;
+#pragma unroll
+        for (int j = 0; j < W; ++j)
+          out.v[j] = C::out(C::in(pack.v[j]) * rstd * C::in(wp.v[j]));
+        yr[p] = out;
+      }
+    }
+  }
+}
+
+// dx of each row, and each block's share of dweight (summed over its rows) in
+// its row of dw_partial ([gridDim.x, cols], accumulation type), which
+// rms_norm_weight_grad then sums. With s = sum(x * weight * grad) over a row:
+//   dx = rstd * weight * grad - x * rstd^3 * s / cols
+//   dweight = sum over rows of grad * x * rstd
+template <typename T, bool kVector, int kPerThread>
+__global__ void rms_norm_backward(const T* __restrict__ grad,
+                                  const T* __restrict__ x,
+                                  const T* __restrict__ weight,
+                                  T* __restrict__ dx,
+                                  cee::Accumulate<T>* __restrict__ dw_partial,
+                                  long long rows, int cols,
+                                  long long grad_stride, long long x_stride,
+                                  long long dx_stride, double eps) {
+  typedef cee::Accumulate<T> A;
+  typedef cee::Compute<T> C;
+  constexpr int W = cee::PackWidth<T, kVector>::value;
+  typedef cee::Pack<T, W> P;
+  __shared__ A scratch[64];
+  const int packs = cols / W;
+  const P* wr = reinterpret_cast<const P*>(weight);
+  A* partial = dw_partial + (long long)blockIdx.x * cols;
+  if constexpr (kPerThread > 0) {
+    A w[kPerThread][W], acc[kPerThread][W];
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int p = threadIdx.x + i * blockDim.x;
+      P pack = {};
+      if (p < packs) pack = wr[p];
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        w[i][j] = C::in(pack.v[j]);
+        acc[i][j] = A(0);
+      }
+    }
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+      const P* gr = reinterpret_cast<const P*>(grad + row * grad_stride);
+      const P* xr = reinterpret_cast<const P*>(x + row * x_stride);
+      P* dr = reinterpret_cast<P*>(dx + row * dx_stride);
+      A g[kPerThread][W], v[kPerThread][W];
+      A sums[2] = {A(0), A(0)};
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        const int p = threadIdx.x + i * blockDim.x;
+        P gp = {}, xp = {};
+        if (p < packs) {
+          gp = gr[p];
+          xp = xr[p];
+        }
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          g[i][j] = C::in(gp.v[j]);
+          v[i][j] = C::in(xp.v[j]);
+          sums[0] += v[i][j] * v[i][j];
+          sums[1] += v[i][j] * w[i][j] * g[i][j];
+        }
+      }
+      cee::block_sum<2>(sums, scratch);
+      const A rstd = cee::inverse_sqrt(sums[0] / A(cols) + A(eps));
+      const A c = sums[1] * rstd * rstd * rstd / A(cols);
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        const int p = threadIdx.x + i * blockDim.x;
+        if (p >= packs) continue;
+        P out;
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          out.v[j] = C::out(w[i][j] * g[i][j] * rstd - v[i][j] * c);
+          acc[i][j] += g[i][j] * v[i][j] * rstd;
+        }
+        dr[p] = out;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int p = threadIdx.x + i * blockDim.x;
+      if (p >= packs) continue;
+#pragma unroll
+      for (int j = 0; j < W; ++j) partial[p * W + j] = acc[i][j];
+    }
+  } else {
+    // Each thread owns the same columns of the block's partial row throughout.
+    for (int p = threadIdx.x; p < packs; p += blockDim.x)
+#pragma unroll
+      for (int j = 0; j < W; ++j) partial[p * W + j] = A(0);
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+      const P* gr = reinterpret_cast<const P*>(grad + row * grad_stride);
+      const P* xr = reinterpret_cast<const P*>(x + row * x_stride);
+      P* dr = reinterpret_cast<P*>(dx + row * dx_stride);
+      A sums[2] = {A(0), A(0)};
+      for (int p = threadIdx.x; p < packs; p += blockDim.x) {
+        const P gp = gr[p], xp = xr[p], wp = wr[p];
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          const A v = C::in(xp.v[j]);
+          sums[0] += v * v;
+          sums[1] += v * C::in(wp.v[j]) * C::in(gp.v[j]);
+        }
+      }
+      cee::block_sum<2>(sums, scratch);
+      const A rstd = cee::inverse_sqrt(sums[0] / A(cols) + A(eps));
+      const A c = sums[1] * rstd * rstd * rstd / A(cols);
+      for (int p = threadIdx.x; p < packs; p += blockDim.x) {
+        const P gp = gr[p], xp = xr[p], wp = wr[p];
+        P out;
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          const A g = C::in(gp.v[j]), v = C::in(xp.v[j]);
+          out.v[j] = C::out(C::in(wp.v[j]) * g * rstd - v * c);
+          partial[p * W + j] += g * v * rstd;
+        }
+        dr[p] = out;
+      }
+    }
+  }
+}
+
+// dweight: the column sums of dw_partial ([blocks, cols]). Each block of 512
+// threads takes 32 columns; its 16 warps-worth of rows are summed in shared
+// memory.
+template <typename T>
+__global__ void rms_norm_weight_grad(
+    const cee::Accumulate<T>* __restrict__ partial, T* __restrict__ dweight,
+    int blocks, int cols) {
+  typedef cee::Accumulate<T> A;
+  __shared__ A sums[16][33];
+  const int lane = threadIdx.x & 31, group = threadIdx.x >> 5;
+  const int col = blockIdx.x * 32 + lane;
+  A s = A(0);
+  if (col < cols)
+    for (int b = group; b < blocks; b += 16)
+      s += partial[(long long)b * cols + col];
+  sums[group][lane] = s;
+  __syncthreads();
+  if (group == 0 && col < cols) {
+    A total = A(0);
+#pragma unroll
+    for (int k = 0; k < 16; ++k) total += sums[k][lane];
+    dweight[col] = cee::Compute<T>::out(total);
+  }
+}

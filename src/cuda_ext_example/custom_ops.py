@@ -1,0 +1,222 @@
+"""Python face of the ops that are not elementwise (kind = "custom" in ops/<folder>/ops.toml),
+made from their declarations in the build record: the Python function, the fake kernel
+(each output from its declared expression) and autograd (the declared backward), through
+torch.library's public registration API.
+
+The ops themselves (schema, CPU and CUDA kernels) are registered by the compiled extension
+(csrc/custom_ops.cpp). Nothing here names an op.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import torch
+
+from ._build_info import load_build_info
+from .torch_errors import raise_torch_error
+
+NAMESPACE = "cuda_ext_example"
+# name -> what ops.toml declares: arguments, outputs, fake, backward, reference, samples, ...
+CUSTOM: dict[str, dict] = {
+    op["name"]: op for op in (load_build_info() or {}).get("custom_ops", [])
+}
+
+SCALAR_TYPES = {"float": (float, int), "int": (int,), "bool": (bool,)}
+
+
+def python_signature(op: dict) -> inspect.Signature:
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return inspect.Signature(
+        [
+            inspect.Parameter(a["name"], kind)
+            if a["default"] is None
+            else inspect.Parameter(a["name"], kind, default=a["default"])
+            for a in op["arguments"]
+        ]
+    )
+
+
+def tensor_names(op: dict) -> list[str]:
+    return [a["name"] for a in op["arguments"] if a["type"] == "Tensor"]
+
+
+# namespace -> the Python functions register() made: what a backward calls (each takes its
+# own autograd.Function under a torch.func transform, which the bare op cannot).
+_FUNCTIONS: dict[str, dict[str, Callable]] = {}
+
+
+def expression_scope(op: dict, namespace: str = NAMESPACE) -> dict:
+    """What an op's expressions see: torch, its folder's reference.py functions, and every
+    custom op of `namespace` by name (a backward calls another op)."""
+    from .ops import python_scope
+
+    return {**python_scope(op), **_FUNCTIONS.get(namespace, {})}
+
+
+def _values(op: dict, args) -> dict:
+    """The arguments by name, defaults filled in (torch passes only those the caller gave)."""
+    names = [a["name"] for a in op["arguments"]]
+    values = {a["name"]: a["default"] for a in op["arguments"][len(args) :]}
+    values.update(zip(names, args, strict=False))
+    return values
+
+
+def _compiled(op: dict, key: str, expression: str):
+    return compile(expression, f"ops/{op['folder']}/ops.toml [[op]] {op['name']} {key}", "eval")
+
+
+def _check_types(op: dict, args: tuple, namespace: str) -> None:
+    """A TypeError naming the first argument of the wrong type."""
+    for argument, value in zip(op["arguments"], args, strict=False):
+        kind, name = argument["type"], f"{namespace}.{op['name']}: {argument['name']}"
+        if kind == "Tensor" and not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+        if kind != "Tensor" and (
+            not isinstance(value, SCALAR_TYPES[kind])
+            or (kind != "bool" and isinstance(value, bool))
+        ):
+            raise TypeError(f"{name} must be a Python {kind}, got {type(value).__name__}")
+
+
+def make_function(op: dict, overload, namespace: str = NAMESPACE) -> type:
+    """The op as an autograd.Function, with the declared backward: what torch.func transforms
+    need (they cannot see through the op's autograd kernel). vmap runs the op once per batch
+    element (no batching rule is declared); forward-mode AD raises: no tangent rule is."""
+    backward, setup_context = make_autograd(op, namespace)
+    qualname = f"{namespace}.{op['name']}"
+
+    class Function(torch.autograd.Function):
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(*args):
+            return overload(*args)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            setup_context(ctx, inputs, output)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            return backward(ctx, *grads)
+
+        @staticmethod
+        def jvp(ctx, *tangents):
+            raise RuntimeError(
+                f"{qualname}: forward-mode AD (torch.func.jvp, jacfwd) is not supported: its "
+                "ops.toml declares a backward only; use reverse mode (torch.func.grad, vjp)"
+            )
+
+    Function.__name__ = Function.__qualname__ = f"{op['name']}_function"
+    return Function
+
+
+def make_wrapper(op: dict, namespace: str = NAMESPACE) -> Callable:
+    """The Python function: the schema's signature and defaults, one call of the op (under a
+    torch.func transform, or where that cannot be known, through make_function's
+    autograd.Function)."""
+    from .fast_path import PRIVATE, transformed
+
+    overload = getattr(getattr(torch.ops, namespace), op["name"]).default
+    function = make_function(op, overload, namespace)
+    signature = python_signature(op)
+
+    def wrapper(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        call = function.apply if PRIVATE is None or transformed() else overload
+        try:
+            return call(*bound.args)
+        except (RuntimeError, TypeError) as error:
+            _check_types(op, bound.args, namespace)
+            raise_torch_error(error, bound.args)
+            raise
+
+    wrapper.__signature__ = signature
+    wrapper.__name__ = wrapper.__qualname__ = op["name"]
+    wrapper.__doc__ = f"{op['name']}{signature}\n\n{op['doc']}"
+    return wrapper
+
+
+def make_fake(op: dict, namespace: str = NAMESPACE) -> Callable:
+    """The fake kernel: each output from its declared expression of the arguments."""
+    codes = [_compiled(op, "fake", e) for e in op["fake"]]
+
+    def fake(*args):
+        scope = {**expression_scope(op, namespace), **_values(op, args)}
+        outputs = tuple(eval(code, scope) for code in codes)  # noqa: S307 - ours
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    return fake
+
+
+def _result_names(op: dict, prefix: str) -> list[str]:
+    return [prefix] if op["outputs"] == 1 else [f"{prefix}{j}" for j in range(op["outputs"])]
+
+
+def make_autograd(op: dict, namespace: str = NAMESPACE) -> tuple[Callable, Callable]:
+    """(backward, setup_context) for torch.library.register_autograd: the declared backward,
+    an expression of the arguments, the outputs (out, or out0, out1, ...) and their
+    gradients (grad, or grad0, ...) giving one gradient per tensor argument. An op that
+    declares none raises when differentiated: never a silent zero gradient."""
+    tensors = tensor_names(op)
+    qualname = f"{namespace}.{op['name']}"
+    code = _compiled(op, "backward", op["backward"]) if op["backward"] else None
+
+    def setup_context(ctx, inputs, output):
+        outputs = (output,) if op["outputs"] == 1 else tuple(output)
+        values = _values(op, inputs)
+        ctx.save_for_backward(*(values[t] for t in tensors), *outputs)
+        ctx.scalars = {k: v for k, v in values.items() if k not in tensors}
+
+    def backward(ctx, *grads):
+        if code is None:
+            raise RuntimeError(
+                f"{qualname}: its ops.toml declares no backward, so it cannot be differentiated"
+            )
+        saved = ctx.saved_tensors
+        scope = {
+            **expression_scope(op, namespace),
+            **ctx.scalars,
+            **dict(zip(tensors, saved[: len(tensors)], strict=True)),
+            **dict(zip(_result_names(op, "out"), saved[len(tensors) :], strict=True)),
+            **dict(zip(_result_names(op, "grad"), grads, strict=True)),
+        }
+        result = eval(code, scope)  # noqa: S307 - ours
+        result = (result,) if isinstance(result, torch.Tensor) else tuple(result)
+        if len(result) != len(tensors):
+            raise RuntimeError(
+                f"{qualname}: its backward gave {len(result)} gradients for the "
+                f"{len(tensors)} tensor arguments {tensors}"
+            )
+        given = iter(result)
+        return tuple(
+            next(given) if a["type"] == "Tensor" else None for a in op["arguments"]
+        )
+
+    return backward, setup_context
+
+
+_LIBRARIES: list = []  # the registrations live as long as their Library object
+
+
+def register(namespace: str = NAMESPACE) -> dict[str, Callable]:
+    """Fake kernels and autograd for every custom op of `namespace`; returns the Python
+    functions by op name."""
+    if not CUSTOM:
+        return {}
+    library = torch.library.Library(namespace, "FRAGMENT")
+    _LIBRARIES.append(library)
+    wrappers = {}
+    for name, op in CUSTOM.items():
+        qualname = f"{namespace}::{name}"
+        torch.library.register_fake(qualname, make_fake(op, namespace), lib=library)
+        backward, setup_context = make_autograd(op, namespace)
+        torch.library.register_autograd(
+            qualname, backward, setup_context=setup_context, lib=library
+        )
+        wrappers[name] = make_wrapper(op, namespace)
+    _FUNCTIONS[namespace] = wrappers
+    return wrappers
