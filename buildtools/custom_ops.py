@@ -52,6 +52,9 @@ ARGUMENT = re.compile(
 )
 SCALAR_PYTHON = {"float": float, "int": int, "bool": lambda s: s == "True"}
 MAX_TEMPLATE_VALUES = 4
+# What a sample expression sees: the dtype, the device, and a size n that the checkers vary
+# (the tests, the sanitizer run and the smoke test pick sizes, doctor a small one).
+SAMPLE_NAMES = ["dtype", "device", "n"]
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,7 @@ class CustomOp:
     backward: str | None  # Python expression: one gradient per tensor argument
     reference: str
     tolerance: dict[str, dict[str, float]]
-    samples: dict[str, str]  # argument -> Python expression of dtype and device
+    samples: dict[str, str]  # argument -> Python expression of dtype, device and n
     dtypes: tuple[str, ...]
     doc: str
     has_reference_module: bool
@@ -259,11 +262,11 @@ def _ops_of(path: Path, all_dtypes: tuple[str, ...]) -> list[CustomOp]:
         if not isinstance(samples, dict) or not needed <= set(samples) <= set(scope):
             _fail(
                 path,
-                f"[[op]] {name}: samples: a Python expression of dtype and device for each of "
+                f"[[op]] {name}: samples: a Python expression of dtype, device and n for each of "
                 f"{sorted(needed)} (and any scalar with a default)",
             )
         for key, expression in samples.items():
-            _check(path, f"[[op]] {name} samples.{key}", expression, ["dtype", "device"], set())
+            _check(path, f"[[op]] {name} samples.{key}", expression, SAMPLE_NAMES, set())
         if any(s.type == "float" for s in scalars) and not set(dtypes) <= FLOATS:
             _fail(path, f"[[op]] {name}: a float scalar needs float dtypes only")
         ops.append(

@@ -79,7 +79,7 @@ class DeclaredOp:
 # Every declared op (the per-op tests run on each: `any_op`), the functional ones (one new
 # output, nothing updated in place: `functional_op`), and the adds (`op`: the tests written
 # for a + b itself, its classic arange, its gradients, its mixed-input errors).
-DECLARED = {name: DeclaredOp(name) for name in cuda_ext_example.OP_NAMES}
+DECLARED = {name: DeclaredOp(name) for name in cuda_ext_example.ops.DECLARATIONS}
 FUNCTIONAL = {name: op for name, op in DECLARED.items() if op.functional}
 DIFFERENTIABLE = {name: op for name, op in FUNCTIONAL.items() if op.differentiable}
 OPS = {

@@ -72,13 +72,16 @@ for name in ("add", "sub", "maximum"):
 t["torch's first new kernel"] = sorted(new)[1]
 s = time.perf_counter(); import cuda_ext_example
 t["import cuda_ext_example"] = time.perf_counter() - s
-from cuda_ext_example.ops import DECLARATIONS
+from cuda_ext_example.op_checks import CUSTOM, DECLARATIONS, custom_arguments
 names = list(cuda_ext_example.OP_NAMES)
 turn = int(sys.argv[1]) % len(names)
 names = names[turn:] + names[:turn]
 for name in names:  # the first launch of each: its library (fatbin) and kernel loaded
-    op = DECLARATIONS[name]
-    args = inputs[:len(op["inputs"])] + [s["sample"] for s in op["scalars"]]
+    if name in CUSTOM:  # its declared samples, of size 1024
+        args = custom_arguments(CUSTOM[name], device, torch.float32, 1024)
+    else:
+        op = DECLARATIONS[name]
+        args = inputs[:len(op["inputs"])] + [s["sample"] for s in op["scalars"]]
     first_and_warm(name, getattr(cuda_ext_example, name), args)
 t["first of ours"] = t[f"first {names[0]}"]
 t["ops"] = names

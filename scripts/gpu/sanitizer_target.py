@@ -1,7 +1,8 @@
 """What `compute-sanitizer` checks (memcheck, racecheck, initcheck): every declared op
 over each of its dtypes, odd sizes, unaligned offsets, the largest sizes and a broadcast call
 (the strided kernel), in-place ops included, each op's library (its fatbin) loaded at the
-op's first call under the tool.
+op's first call under the tool; the ops that are not elementwise over sizes from one element
+to rows longer than a block's registers hold (their shared-memory reductions for racecheck).
 
 Inputs are made on the CPU and copied over, so initcheck sees them written.
 Exits non-zero on a wrong result, or when an op's first call loaded another op's library.
@@ -14,7 +15,9 @@ import torch
 import cuda_ext_example
 from cuda_ext_example import _C
 from cuda_ext_example.op_checks import (
+    CUSTOM,
     DECLARATIONS,
+    check_one,
     difference,
     reference,
     results,
@@ -56,6 +59,20 @@ for name, op in DECLARATIONS.items():
         check(name, op, [x.t() if not op["mutates"] else x for x in full], f"{dtype} strided")
     loaded = set(_C.libraries(True)) - before
     if loaded != {name}:  # one library per op, loaded at its first call
+        print(f"WRONG {name}: its first calls loaded the libraries {sorted(loaded)}")
+        wrong += 1
+# The ops that are not elementwise, on their declared samples: n is their size (a row's
+# length for a norm), from one element to more than a block's registers hold.
+for name, op in CUSTOM.items():
+    before = set(_C.libraries(True))
+    for dtype in (getattr(torch, d) for d in op["dtypes"]):
+        for n in (1, 7, 300, 1024, 4099, 8192, 70000):
+            problem = check_one(cuda_ext_example, name, "cuda", dtype, n)
+            if problem:
+                print(f"WRONG {name} {dtype} n={n}: {problem}")
+                wrong += 1
+    loaded = set(_C.libraries(True)) - before
+    if loaded != {name}:
         print(f"WRONG {name}: its first calls loaded the libraries {sorted(loaded)}")
         wrong += 1
 torch.cuda.synchronize()

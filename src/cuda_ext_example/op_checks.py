@@ -15,6 +15,9 @@ import torch
 from .custom_ops import CUSTOM, expression_scope
 from .ops import DECLARATIONS, python_scope
 
+# Every op's declaration by name: the elementwise ones, then the custom ones.
+EVERY_OP: dict[str, dict] = {**DECLARATIONS, **CUSTOM}
+
 
 def reference(op: dict) -> Callable:
     """The op's reference as a function of its arguments (tensors, then scalars): its
@@ -117,13 +120,13 @@ def mismatches(ops_module, device, dtype=torch.float32, n: int = 1000) -> list[s
         problem = difference(op, ours, theirs)
         if problem:
             wrong.append(f"{name} {op_dtype}: {problem}")
-    return wrong + custom_mismatches(ops_module, device, dtype)
+    return wrong + custom_mismatches(ops_module, device, dtype, n)
 
 
-def custom_arguments(op: dict, device, dtype: torch.dtype) -> list:
-    """A custom op's arguments: its declared samples (expressions of dtype and device),
-    the other scalars at their defaults."""
-    scope = {"torch": torch, "dtype": dtype, "device": torch.device(device)}
+def custom_arguments(op: dict, device, dtype: torch.dtype, n: int = 300) -> list:
+    """A custom op's arguments: its declared samples (expressions of dtype, device and the
+    size n), the other scalars at their defaults."""
+    scope = {"torch": torch, "dtype": dtype, "device": torch.device(device), "n": n}
     return [
         eval(op["samples"][a["name"]], scope)  # noqa: S307 - ours
         if a["name"] in op["samples"]
@@ -150,8 +153,8 @@ def custom_results(function: Callable, args: list) -> tuple:
     return (out,) if isinstance(out, torch.Tensor) else tuple(out)
 
 
-def custom_mismatches(ops_module, device, dtype=torch.float32) -> list[str]:
-    """mismatches() of the custom ops: each on its declared samples."""
+def custom_mismatches(ops_module, device, dtype=torch.float32, n: int = 300) -> list[str]:
+    """mismatches() of the custom ops: each on its declared samples of size n."""
     wrong = []
     for name, op in CUSTOM.items():
         if dtype is None:
@@ -160,13 +163,29 @@ def custom_mismatches(ops_module, device, dtype=torch.float32) -> list[str]:
             op_dtype = dtype
         else:
             continue
-        args = custom_arguments(op, device, op_dtype)
+        args = custom_arguments(op, device, op_dtype, n)
         ours = custom_results(getattr(ops_module, name), args)
         theirs = custom_results(custom_reference(op), args)
         problem = difference(op, ours, theirs)
         if problem:
             wrong.append(f"{name} {op_dtype}: {problem}")
     return wrong
+
+
+def check_one(ops_module, name: str, device, dtype: torch.dtype, n: int) -> str | None:
+    """Op `name` of either kind on its samples of size n against its reference, computed
+    from the same values on the CPU: None, or what differs."""
+    op = EVERY_OP[name]
+    if name in CUSTOM:
+        args = custom_arguments(op, "cpu", dtype, n)
+        moved = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+        ours = custom_results(getattr(ops_module, name), moved)
+        theirs = custom_results(custom_reference(op), args)
+    else:
+        tensors, scalars = sample_inputs(op, n, "cpu", dtype), scalar_samples(op)
+        ours = results(getattr(ops_module, name), op, [t.to(device) for t in tensors], scalars)
+        theirs = results(reference(op), op, tensors, scalars)
+    return difference(op, tuple(t.cpu() for t in ours), theirs)
 
 
 def classic_arange(add: Callable, device) -> bool:

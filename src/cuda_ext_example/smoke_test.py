@@ -15,8 +15,7 @@ import sys
 import torch
 
 import cuda_ext_example
-from cuda_ext_example.op_checks import mismatches
-from cuda_ext_example.ops import DECLARATIONS
+from cuda_ext_example.op_checks import EVERY_OP, mismatches
 
 
 def main() -> int:
@@ -36,7 +35,7 @@ def main() -> int:
     for dtype in (torch.float32, torch.int64, torch.bfloat16):
         wrong = mismatches(cuda_ext_example, device, dtype, n=1_000_003)
         name = str(dtype).removeprefix("torch.")
-        ops = [n for n, op in DECLARATIONS.items() if name in op["dtypes"]]
+        ops = [n for n, op in EVERY_OP.items() if name in op["dtypes"]]
         print(
             f"{', '.join(ops)} {dtype} n=1000003: {'ok' if not wrong else 'MISMATCH ' + str(wrong)}"
         )

@@ -75,20 +75,19 @@ def test_first_call_loads_its_own_ops_library_only(op):
     others = [name for name in cuda_ext_example.OP_NAMES if name != op]
     run_fresh(
         f"""
-        from cuda_ext_example.op_checks import (
-            DECLARATIONS, difference, reference, results, sample_inputs, scalar_samples)
+        from cuda_ext_example.op_checks import EVERY_OP, check_one
         def call(name, n):
-            op = DECLARATIONS[name]
-            inputs, scalars = sample_inputs(op, n, "cuda"), scalar_samples(op)
-            ours = results(getattr(cuda_ext_example, name), op, inputs, scalars)
+            dtypes = EVERY_OP[name]["dtypes"]
+            first = "float32" if "float32" in dtypes else dtypes[0]
+            problem = check_one(cuda_ext_example, name, "cuda", getattr(torch, first), n)
             torch.cuda.synchronize()
-            return op, ours, results(reference(op), op, inputs, scalars)
+            return problem
         assert _C.libraries() == {list(cuda_ext_example.OP_NAMES)!r}, _C.libraries()
         torch.cuda.synchronize()
         assert loaded() == [], loaded()  # torch's CUDA work loads none of ours
-        op, ours, theirs = call("{op}", 4099)
+        problem = call("{op}", 4099)
         assert loaded() == ["{op}"], loaded()
-        assert difference(op, ours, theirs) is None
+        assert problem is None, problem
         for other in {others!r}:  # each other op's first call loads its own library
             call(other, 10)
             assert other in loaded(), (other, loaded())

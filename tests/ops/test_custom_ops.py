@@ -1,0 +1,153 @@
+"""Every op that is not elementwise (kind = "custom" in ops/*/ops.toml), from its declaration
+alone: its reference on each dtype and size, opcheck (schema, fake kernel, autograd
+registration, AOT dispatch), the Python function's signature and errors, and for the ops
+that declare a backward, gradients against torch's (float64 gradcheck too), torch.compile
+forward and backward, and torch.func."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import cuda_ext_example
+from cuda_ext_example import custom_ops, op_checks
+
+CUSTOM = custom_ops.CUSTOM
+DIFFERENTIABLE = [name for name, op in CUSTOM.items() if op["backward"]]
+SIZES = [1, 7, 300, 1024, 4099]  # each op's declared samples take the size n
+
+
+@pytest.fixture(params=list(CUSTOM))
+def custom(request):
+    return CUSTOM[request.param]
+
+
+def dtypes_of(op):
+    return [getattr(torch, d) for d in op["dtypes"]]
+
+
+def test_every_custom_op_is_a_public_function_with_the_schemas_signature():
+    assert CUSTOM, "no custom op in the build record"
+    for name, op in CUSTOM.items():
+        function = getattr(cuda_ext_example, name)
+        assert name in cuda_ext_example.OP_NAMES and name in cuda_ext_example.__all__
+        assert list(function.__signature__.parameters) == [a["name"] for a in op["arguments"]]
+        assert function.__doc__.startswith(f"{name}(") and op["doc"] in function.__doc__
+        schema = getattr(torch.ops.cuda_ext_example, name).default._schema
+        declared = [(a["name"], a["type"], a["default"]) for a in op["arguments"]]
+        assert [(a.name, str(a.type), a.default_value) for a in schema.arguments] == declared
+        assert len(schema.returns) == op["outputs"]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_matches_its_reference_on_every_dtype(custom, device, n):
+    for dtype in dtypes_of(custom):
+        problem = op_checks.check_one(cuda_ext_example, custom["name"], device, dtype, n)
+        assert problem is None, f"{dtype} n={n}: {problem}"
+
+
+def test_opcheck(custom, device):
+    args = op_checks.custom_arguments(custom, device, dtypes_of(custom)[-1], 33)
+    overload = getattr(torch.ops.cuda_ext_example, custom["name"]).default
+    torch.library.opcheck(overload, args)
+    if custom["backward"]:
+        grad_args = [
+            a.requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in args
+        ]
+        torch.library.opcheck(overload, grad_args)
+
+
+def test_a_wrong_type_or_dtype_is_named(custom):
+    name = custom["name"]
+    function = getattr(cuda_ext_example, name)
+    args = op_checks.custom_arguments(custom, "cpu", dtypes_of(custom)[0], 8)
+    first = next(a["name"] for a in custom["arguments"] if a["type"] == "Tensor")
+    with pytest.raises(TypeError, match=f"{name}: {first} must be a torch.Tensor, got list"):
+        function([1.0], *args[1:])
+    undeclared = next(
+        d for d in (torch.int32, torch.complex64) if str(d)[6:] not in custom["dtypes"]
+    )
+    wrong = [a.to(undeclared) if isinstance(a, torch.Tensor) else a for a in args]
+    with pytest.raises(RuntimeError, match=f"{name}: .* is {undeclared}; supported: "):
+        function(*wrong)
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_gradients_match_torchs_and_gradcheck_in_float64(name, device):
+    op = CUSTOM[name]
+    function = getattr(cuda_ext_example, name)
+    reference = op_checks.custom_reference(op)
+    args = op_checks.custom_arguments(op, device, torch.float64, 17)
+    tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+
+    def leaves():
+        return [
+            a.detach().clone().requires_grad_() if i in tensors else a for i, a in enumerate(args)
+        ]
+
+    ours, theirs = leaves(), leaves()
+    (function(*ours).sin().sum()).backward()
+    (reference(*theirs).sin().sum()).backward()
+    for i in tensors:
+        torch.testing.assert_close(ours[i].grad, theirs[i].grad)
+    assert torch.autograd.gradcheck(function, tuple(leaves()))
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_torch_compile_fullgraph_forward_and_backward(name, device):
+    op = CUSTOM[name]
+    torch._dynamo.reset()
+    function = getattr(cuda_ext_example, name)
+    reference = op_checks.custom_reference(op)
+    args = op_checks.custom_arguments(op, device, torch.float32, 64)
+    tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+
+    def leaves():
+        return [
+            a.detach().clone().requires_grad_() if i in tensors else a for i, a in enumerate(args)
+        ]
+
+    compiled = torch.compile(lambda *a: function(*a).sin().sum(), fullgraph=True)
+    ours, theirs = leaves(), leaves()
+    compiled(*ours).backward()
+    reference(*theirs).sin().sum().backward()
+    tol = op["tolerance"]["float32"]
+    for i in tensors:
+        torch.testing.assert_close(ours[i].grad, theirs[i].grad, **tol)
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_torch_func_grad_and_vmap_follow_torch_and_jvp_raises(name, device):
+    op = CUSTOM[name]
+    function = getattr(cuda_ext_example, name)
+    reference = op_checks.custom_reference(op)
+    args = op_checks.custom_arguments(op, device, torch.float64, 9)
+
+    def loss(f):
+        return lambda first, *rest: f(first, *rest).sin().sum()
+
+    torch.testing.assert_close(
+        torch.func.grad(loss(function))(*args), torch.func.grad(loss(reference))(*args)
+    )
+    batched = [
+        args[0].unsqueeze(0).expand(3, *args[0].shape)
+        * torch.arange(1, 4, device=device).view(3, *[1] * args[0].dim())
+    ]
+    got = torch.func.vmap(lambda first: function(first, *args[1:]))(*batched)
+    want = torch.stack([reference(b, *args[1:]) for b in batched[0]])
+    torch.testing.assert_close(got, want)
+    with pytest.raises(RuntimeError, match=f"{name}: forward-mode AD .* is not supported"):
+        torch.func.jvp(lambda first: function(first, *args[1:]), (args[0],), (args[0],))
+
+
+def test_an_op_with_no_backward_refuses_to_be_differentiated(device):
+    no_backward = [name for name, op in CUSTOM.items() if not op["backward"]]
+    assert no_backward, "every custom op declares a backward: nothing to check"
+    name = no_backward[0]
+    args = op_checks.custom_arguments(CUSTOM[name], device, torch.float64, 5)
+    args = [a.requires_grad_() if isinstance(a, torch.Tensor) else a for a in args]
+    out = getattr(cuda_ext_example, name)(*args)
+    out = out if isinstance(out, torch.Tensor) else out[0]
+    with pytest.raises(RuntimeError, match=f"{name}: its ops.toml declares no backward"):
+        out.sum().backward()
