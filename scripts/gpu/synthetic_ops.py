@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from buildtools import ops
+from buildtools import custom_ops, ops
 from buildtools.config import ROOT
 
 OUT = ROOT / "build" / "gpu" / "wheels" / "coldstart"
@@ -117,7 +117,7 @@ def build_wheel(extra: int, archs: str, out: Path = OUT) -> Path:
     with tempfile.TemporaryDirectory(prefix="cee-ops-") as tmp:
         tree = copy_checkout(Path(tmp))
         names = add_ops(tree, extra)
-        total = len(ops.declared_ops(tree / "ops"))
+        total = len(ops.declared_ops(tree / "ops")) + len(custom_ops.declared(tree / "ops"))
         synthetic = f"{len(names)} synthetic: {', '.join(names[:2])} .." if names else "none added"
         print(f"coldstart-wheel: {total} ops ({synthetic}), archs {archs}, in {tree}", flush=True)
         wheel = build(tree, archs)

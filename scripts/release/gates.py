@@ -132,7 +132,7 @@ def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
             )
         fatbins = binary_info.embedded_fatbins(so)
     names = [fatbin.label(i) for i, fatbin in enumerate(fatbins)]
-    declared = device_code.libraries(ops.declared_ops())
+    declared = device_code.libraries(*device_code.every_op())
     missing = [name for name in declared if name not in names]
     extra = [name for name in names if name not in declared or names.count(name) > 1]
     if missing or extra:
@@ -609,14 +609,17 @@ DRIVER_OF_CUDA_MAJOR = {12: "525.60.13", 13: "580.65.06"}
 
 
 def kernel_dtypes(so: Path) -> dict[str, list[str]]:
-    """The dtypes the binary has simple-kernel instances for, per rule folder, as torch's
-    Python names: read from the name expressions the launcher's table carries
-    (cee_generated.h puts them in the binary as strings, next to NVRTC's lowered names)."""
+    """The dtypes the binary has kernel instances for, per op folder, as torch's Python
+    names: read from the name expressions the launcher's table carries (cee_generated.h puts
+    them in the binary as strings, next to NVRTC's lowered names): the elementwise rules'
+    simple kernels, and the custom ops' kernels (their first template argument)."""
     from buildtools import ops
 
     found: dict[str, set[bytes]] = {}
-    pattern = rb"cee::elementwise_simple<cee_rule_(\w+)::Signature, ([\w ]+)>"
-    for folder, device_type in re.findall(pattern, so.read_bytes()):
+    data = so.read_bytes()
+    elementwise = rb"cee::elementwise_simple<cee_rule_(\w+)::Signature, ([\w ]+)>"
+    custom = rb"\x00cee_rule_(\w+)::\w+<([\w ]+?)[,>]"
+    for folder, device_type in re.findall(elementwise, data) + re.findall(custom, data):
         found.setdefault(folder.decode(), set()).add(device_type)
     return {
         folder: [d.name for d in ops.DTYPES.values() if d.device_type.encode() in types]
@@ -662,7 +665,7 @@ def record_vs_binary(record: dict, so: Path, torch_include: Path) -> list[str]:
     every = sorted({d for dtypes in by_folder.values() for d in dtypes})
     if not set(every) <= set(record.get("dtypes") or []):
         problems.append(f"dtypes {record.get('dtypes')} but the binary has kernels for {every}")
-    for op in record.get("ops") or []:
+    for op in (record.get("ops") or []) + (record.get("custom_ops") or []):
         has = by_folder.get(op.get("folder"), [])
         if sorted(has) != sorted(op.get("dtypes") or []):
             problems.append(

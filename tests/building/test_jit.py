@@ -38,9 +38,9 @@ def test_jit_builds_this_checkout_and_its_cpu_kernels_match(tmp_path):
         env={**os.environ, "HOME": str(tmp_path)},  # a fresh build cache
     )  # fmt: skip
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
-    from buildtools import ops
+    from buildtools import custom_ops, ops
 
-    names = sorted(op.name for op in ops.declared_ops())
+    names = sorted(op.name for op in ops.declared_ops() + custom_ops.declared())
     assert f"namespace cuda_ext_example_jit ops {names}" in run.stdout
     assert "wrong []" in run.stdout
 

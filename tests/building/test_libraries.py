@@ -24,22 +24,24 @@ def c_array(header: str, name: str) -> list[str]:
 
 def test_generated_table_maps_each_kernel_to_its_ops_library():
     # No NVRTC needed: the table from the declarations, with made-up lowered names.
-    declared = ops.declared_ops()
-    kernels = ops.instances(declared, ops.elementwise())
+    declared, custom = device_code.every_op()
+    kernels = [(k.op, k.expression) for k in ops.instances(declared, ops.elementwise())]
+    kernels += [(op.name, op.expression(*i)) for op in custom for i in op.instances()]
+    every = [op.name for op in declared] + [op.name for op in custom]
     code = device_code.DeviceCode(
-        {op.name: b"" for op in declared},
-        {k.expression: f"lowered_{i}" for i, k in enumerate(kernels)},
+        {name: b"" for name in every},
+        {expression: f"lowered_{i}" for i, (_, expression) in enumerate(kernels)},
         "NVRTC test",
     )
     header = device_code.generated_header(code, "test", config.load(dev_spec=""))
     names = [n.strip('"') for n in c_array(header, "cee_library_names")]
-    assert names == [op.name for op in declared]
-    assert f"#define CEE_NUM_LIBRARIES {len(declared)}" in header
+    assert names == every
+    assert f"#define CEE_NUM_LIBRARIES {len(every)}" in header
     library_of = [int(i) for i in c_array(header, "cee_kernel_libraries")]
-    assert len(library_of) == len(kernels) > len(declared)
-    assert [names[i] for i in library_of] == [k.op for k in kernels]
-    for index, op in enumerate(declared):  # what device_code.S's symbols are named after
-        assert f"  X({index}, {op.name}) \\" in header
+    assert len(library_of) == len(kernels) > len(every)
+    assert [names[i] for i in library_of] == [op for op, _ in kernels]
+    for index, name in enumerate(every):  # what device_code.S's symbols are named after
+        assert f"  X({index}, {name}) \\" in header
 
 
 def test_the_table_refuses_device_code_of_other_libraries():
@@ -60,22 +62,24 @@ def extension():
 
 @pytest.mark.wheel
 def test_nv_fatbin_holds_one_fatbin_per_op_with_its_own_kernels(extension):
-    declared = ops.declared_ops()
+    declared, custom = device_code.every_op()
     kernels = ops.instances(declared, ops.elementwise())
     fatbins = binary_info.embedded_fatbins(extension)
-    assert [f.name for f in fatbins] == [op.name for op in declared]
+    assert [f.name for f in fatbins] == device_code.libraries(declared, custom)
     sass = BUILD_INFO["sass_archs"]
     ptx = [BUILD_INFO["ptx_arch"].replace("compute_", "sm_")] if BUILD_INFO["ptx_arch"] else []
-    for op, fatbin in zip(declared, fatbins, strict=True):
-        assert fatbin.archs("sass") == sass and fatbin.archs("ptx") == ptx, op.name
-        own = {k.expression for k in kernels if k.op == op.name}
-        for entry in fatbin.entries:
+    for fatbin in fatbins:
+        assert fatbin.archs("sass") == sass and fatbin.archs("ptx") == ptx, fatbin.name
+    by_name = {fatbin.name: fatbin for fatbin in fatbins}
+    owners = [(op, {k.expression for k in kernels if k.op == op.name}) for op in declared]
+    owners += [(op, {op.expression(*i) for i in op.instances()}) for op in custom]
+    for op, own in owners:
+        for entry in by_name[op.name].entries:
             if entry.kind != "sass":
                 continue
             # the kernels, not the math library's subroutines ("$...$__cuda_sm20_...")
             found = {n for n in binary_info.cubin_kernels(entry.payload) if "$" not in n}
             assert len(found) == len(own), (op.name, entry.arch)
-            # NVRTC's names: cee_rule_<folder>::Signature is "<len>cee_rule_<folder>9Signature"
+            # NVRTC's names carry the folder's namespace: "<len>cee_rule_<folder>"
             namespace = f"cee_rule_{op.folder}"
-            rule = f"{len(namespace)}{namespace}9Signature"
-            assert all(rule in name for name in found), (op.name, entry.arch)
+            assert all(f"{len(namespace)}{namespace}" in name for name in found), op.name

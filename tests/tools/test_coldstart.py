@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from buildtools import ops
+from buildtools import custom_ops, ops
 from scripts.gpu import coldstart, synthetic_ops
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,9 +108,10 @@ def test_coldstart_wheel_holds_one_fatbin_per_op(tmp_path):
     from scripts.inspect import binary_info
 
     declared = sorted(op.name for op in ops.declared_ops())
+    custom = [op.name for op in custom_ops.declared()]  # their libraries come last
     wheel = synthetic_ops.build_wheel(2, "90", out=tmp_path)
-    assert wheel.parent == tmp_path / f"{len(declared) + 2}-ops-90"
+    assert wheel.parent == tmp_path / f"{len(declared) + len(custom) + 2}-ops-90"
     with binary_info.extension_in(wheel) as so:
         fatbins = binary_info.embedded_fatbins(so)
-    assert [f.name for f in fatbins] == ["extra_add_01", "extra_add_02", *declared]
+    assert [f.name for f in fatbins] == ["extra_add_01", "extra_add_02", *declared, *custom]
     assert all(f.archs("sass") == ["sm_90"] and f.archs("ptx") == [] for f in fatbins)
