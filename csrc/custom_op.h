@@ -84,7 +84,8 @@ struct Rows {
 inline Tensor as_rows(const Tensor& t, Rows* out) {
   const int64_t nd = t.dim();
   out->cols = nd ? t.size(nd - 1) : 1;
-  out->rows = out->cols ? t.numel() / out->cols : 0;
+  out->rows = 1;
+  for (int64_t d = 0; d + 1 < nd; ++d) out->rows *= t.size(d);
   bool rows_ok = nd == 0 || t.size(nd - 1) <= 1 || t.stride(nd - 1) == 1;
   // The leading dimensions must collapse into one of stride `stride`.
   int64_t stride = out->cols, expected = -1;

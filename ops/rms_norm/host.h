@@ -54,9 +54,10 @@ void forward_cpu(const T* x, const T* w, T* y, const cee::Rows& r, double eps) {
   for (int64_t row = 0; row < r.rows; ++row) {
     const T* xr = x + row * r.stride;
     T* yr = y + row * r.cols;
-    A sum = 0;
-    for (int64_t c = 0; c < r.cols; ++c) sum += C::in(xr[c]) * C::in(xr[c]);
-    const A rstd = A(1) / cee::sqrt(sum / A(r.cols) + A(eps));
+    double sum = 0;  // in double: a row can be long
+    for (int64_t c = 0; c < r.cols; ++c)
+      sum += (double)C::in(xr[c]) * (double)C::in(xr[c]);
+    const A rstd = A(1 / cee::sqrt(sum / (double)r.cols + eps));
     for (int64_t c = 0; c < r.cols; ++c)
       yr[c] = C::out(C::in(xr[c]) * rstd * C::in(w[c]));
   }
@@ -99,24 +100,26 @@ void backward_cpu(const T* grad, const T* x, const T* w, T* dx, T* dw,
   typedef typename cee::Compute<T>::type A;
   typedef cee::Compute<T> C;
   const int64_t cols = xr.cols;
-  A* acc = new A[cols > 0 ? cols : 1]();
+  double* acc = new double[cols > 0 ? cols : 1]();
   for (int64_t row = 0; row < xr.rows; ++row) {
     const T* g = grad + row * gr.stride;
     const T* v = x + row * xr.stride;
-    A squares = 0, dot = 0;
+    double squares = 0, dot = 0;  // in double: a row can be long
     for (int64_t c = 0; c < cols; ++c) {
-      squares += C::in(v[c]) * C::in(v[c]);
-      dot += C::in(v[c]) * C::in(w[c]) * C::in(g[c]);
+      const double x_c = C::in(v[c]);
+      squares += x_c * x_c;
+      dot += x_c * (double)C::in(w[c]) * (double)C::in(g[c]);
     }
-    const A rstd = A(1) / cee::sqrt(squares / A(cols) + A(eps));
-    const A scale = dot * rstd * rstd * rstd / A(cols);
+    const double rstd_sum = 1 / cee::sqrt(squares / (double)cols + eps);
+    const A rstd = A(rstd_sum);
+    const A scale = A(dot * rstd_sum * rstd_sum * rstd_sum / (double)cols);
     for (int64_t c = 0; c < cols; ++c) {
       dx[row * cols + c] =
           C::out(C::in(w[c]) * C::in(g[c]) * rstd - C::in(v[c]) * scale);
-      acc[c] += C::in(g[c]) * C::in(v[c]) * rstd;
+      acc[c] += (double)C::in(g[c]) * (double)C::in(v[c]) * rstd_sum;
     }
   }
-  for (int64_t c = 0; c < cols; ++c) dw[c] = C::out(acc[c]);
+  for (int64_t c = 0; c < cols; ++c) dw[c] = C::out(A(acc[c]));
   delete[] acc;
 }
 

@@ -613,8 +613,6 @@ def kernel_dtypes(so: Path) -> dict[str, list[str]]:
     names: read from the name expressions the launcher's table carries (cee_generated.h puts
     them in the binary as strings, next to NVRTC's lowered names): the elementwise rules'
     simple kernels, and the custom ops' kernels (their first template argument)."""
-    from buildtools import ops
-
     found: dict[str, set[bytes]] = {}
     data = so.read_bytes()
     elementwise = rb"cee::elementwise_simple<cee_rule_(\w+)::Signature, ([\w ]+)>"
