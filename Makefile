@@ -41,7 +41,8 @@ test: install ## every test: build, repair, install the wheel into .venv, pytest
 # ARCHS="90" (or "90 120", "90@12.9" for another CUDA's NVRTC): a dev build, SASS for those
 # archs only and no PTX; its build record says so and the release gates refuse it.
 ARCHS ?=
-WHEEL_SOURCES := $(wildcard csrc/* ops/*/* buildtools/*.py src/cuda_ext_example/*.py) \
+# The folders too: a file deleted from one (an op removed) changes its time.
+WHEEL_SOURCES := csrc ops $(wildcard ops/*/ csrc/* ops/*/* buildtools/*.py src/cuda_ext_example/*.py) \
 	tuning/launch_shapes.toml \
 	pyproject.toml setup.py MANIFEST.in README.md LICENSE requirements/nvrtc-12.0.txt
 BUILT := $(DIST)/.built$(if $(strip $(ARCHS)),-dev-$(subst @,-,$(subst $(eval) ,_,$(strip $(ARCHS)))))
