@@ -49,10 +49,19 @@ _FUNCTIONS: dict[str, dict[str, Callable]] = {}
 
 def expression_scope(op: dict, namespace: str = NAMESPACE) -> dict:
     """What an op's expressions see: torch, its folder's reference.py functions, and every
-    custom op of `namespace` by name (a backward calls another op)."""
+    custom op of `namespace` by name (a backward calls another op). Made once per op."""
+    key = (namespace, op["name"])
+    if key in _SCOPES:
+        return _SCOPES[key]
     from .ops import python_scope
 
-    return {**python_scope(op), **_FUNCTIONS.get(namespace, {})}
+    scope = {**python_scope(op), **_FUNCTIONS.get(namespace, {})}
+    if namespace in _FUNCTIONS:  # complete: kept
+        _SCOPES[key] = scope
+    return scope
+
+
+_SCOPES: dict[tuple[str, str], dict] = {}
 
 
 def _values(op: dict, args) -> dict:
@@ -122,16 +131,19 @@ def make_wrapper(op: dict, namespace: str = NAMESPACE) -> Callable:
     overload = getattr(getattr(torch.ops, namespace), op["name"]).default
     function = make_function(op, overload, namespace)
     signature = python_signature(op)
+    count = len(op["arguments"])
 
     def wrapper(*args, **kwargs):
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
+        if kwargs or len(args) != count:  # binding costs microseconds: only when needed
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            args = bound.args
         call = function.apply if PRIVATE is None or transformed() else overload
         try:
-            return call(*bound.args)
+            return call(*args)
         except (RuntimeError, TypeError) as error:
-            _check_types(op, bound.args, namespace)
-            raise_torch_error(error, bound.args)
+            _check_types(op, args, namespace)
+            raise_torch_error(error, args)
             raise
 
     wrapper.__signature__ = signature
