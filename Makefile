@@ -104,7 +104,7 @@ cpp: $(STAMP) ## build/cpp/cee_harness: the wheel's device code through its laun
 format: $(STAMP) ## fix what ruff and clang-format can, then check every file (pre-commit) and fail on the rest
 	ruff check --fix --exit-zero --quiet .
 	ruff format .
-	clang-format -i $(wildcard csrc/*.cuh csrc/*.cpp csrc/*.h ops/*/*.h)
+	clang-format -i $(wildcard csrc/*.cuh csrc/*.cpp csrc/*.h ops/*/*.h ops/*/*.cuh)
 	pre-commit run --all-files
 	ruff check .
 

@@ -182,7 +182,7 @@ def _arguments(path: Path, name: str, schema) -> tuple[tuple[Argument, ...], int
 
 
 def _kernels(path: Path, name: str, table) -> tuple[KernelTemplate, ...]:
-    example = 'kernels = { my_kernel = { per_thread = [1, 2, 4] } }'
+    example = "kernels = { my_kernel = { per_thread = [1, 2, 4] } }"
     if not isinstance(table, dict) or not table:
         _fail(path, f"[[op]] {name}: kernels: each template of kernels.cuh, e.g. {example}")
     templates = []
@@ -315,4 +315,3 @@ def check_unique(elementwise_names: list[str], custom: list[CustomOp]) -> None:
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
         raise OpDeclarationError(f"ops/*/ops.toml: {duplicated} declared more than once")
-

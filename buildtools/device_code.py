@@ -564,10 +564,7 @@ def _custom_op_tables(custom: list[custom_ops.CustomOp], first: int, dtype_index
     lines += [
         "// X(name, folder, host function, schema): the ops that are not elementwise",
         "#define CEE_FOR_EACH_CUSTOM_OP(X) \\",
-        *(
-            f"  X({op.name}, {op.folder}, {op.function}, {c_string(op.schema)}) \\"
-            for op in custom
-        ),
+        *(f"  X({op.name}, {op.folder}, {op.function}, {c_string(op.schema)}) \\" for op in custom),
         "",
     ]
     return lines

@@ -19,9 +19,7 @@ from .torch_errors import raise_torch_error
 
 NAMESPACE = "cuda_ext_example"
 # name -> what ops.toml declares: arguments, outputs, fake, backward, reference, samples, ...
-CUSTOM: dict[str, dict] = {
-    op["name"]: op for op in (load_build_info() or {}).get("custom_ops", [])
-}
+CUSTOM: dict[str, dict] = {op["name"]: op for op in (load_build_info() or {}).get("custom_ops", [])}
 
 SCALAR_TYPES = {"float": (float, int), "int": (int,), "bool": (bool,)}
 
@@ -204,9 +202,7 @@ def make_autograd(op: dict, namespace: str = NAMESPACE) -> tuple[Callable, Calla
                 f"{len(tensors)} tensor arguments {tensors}"
             )
         given = iter(result)
-        return tuple(
-            next(given) if a["type"] == "Tensor" else None for a in op["arguments"]
-        )
+        return tuple(next(given) if a["type"] == "Tensor" else None for a in op["arguments"])
 
     return backward, setup_context
 
