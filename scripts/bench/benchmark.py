@@ -1,6 +1,7 @@
 """The benchmark command: GB/s of this package's ops against their peers, per workload.
 
-    python -m scripts.bench [--workload add|square] [--sizes 12-28] [--dtypes float32,...]
+    python -m scripts.bench [--workload add|square|gelu|adamw|rms_norm|rms_norm_train]
+                            [--sizes 12-28] [--dtypes float32,...]
                             [--out build/results] [--quick] [--compile-dynamic]
 
 Every implementation returns a new tensor, so all do the same work; each must equal the
@@ -17,12 +18,22 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import adamw, add, gelu, report, square
+from . import adamw, add, gelu, report, rms_norm, square
 from .report import COPY, DTYPE_BYTES, Record
 from .timing import ROUND_ORDER, Settings
 from .workload import Workload
 
-WORKLOADS = {w.name: w for w in (add.WORKLOAD, square.WORKLOAD, gelu.WORKLOAD, adamw.WORKLOAD)}
+WORKLOADS = {
+    w.name: w
+    for w in (
+        add.WORKLOAD,
+        square.WORKLOAD,
+        gelu.WORKLOAD,
+        adamw.WORKLOAD,
+        rms_norm.FORWARD,
+        rms_norm.TRAIN,
+    )
+}
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -90,6 +101,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     args.workload = WORKLOADS[args.workload]
+    if args.workload.cases:  # its own shapes, not 2^k
+        if args.sizes is not None:
+            parser.error(
+                f"--sizes: the {args.workload.name} workload measures its own shapes "
+                f"({', '.join(map(args.workload.label, args.workload.cases))})"
+            )
+        args.sizes = list(args.workload.quick_cases if args.quick else args.workload.cases)
+        args.dtypes = args.dtypes or list(args.workload.dtypes)
+        return args
     if args.sizes is None:
         args.sizes = parse_sizes(args.workload.quick_sizes if args.quick else args.workload.sizes)
     if args.sizes[-1] > args.workload.max_log2:
@@ -137,19 +157,20 @@ def run_cells(
         # One compile cache per dtype: a fresh torch.compile, then every size.
         impls = workload.implementations(settings.compile_dynamic, len(sizes) + 1)
         for k in sizes:
+            size = k if workload.cases else 2**k  # a case, or a log2 size
 
-            def fresh_calls(k=k, dtype=dtype, impls=impls) -> dict:
+            def fresh_calls(size=size, dtype=dtype, impls=impls) -> dict:
                 """Every implementation and the size-matched copy, on fresh inputs."""
-                inputs = workload.make_inputs(2**k, dtype, random_tensor)
+                inputs = workload.make_inputs(size, dtype, random_tensor)
                 calls = {name: functools.partial(fn, *inputs) for name, fn in impls.items()}
                 return {**calls, COPY: size_matched_copy(inputs[0], workload.tensors)}
 
-            label = f"2^{k} {dtype}"
-            inputs = workload.make_inputs(2**k, dtype, random_tensor)
+            label = f"{workload.label(size)} {dtype}"
+            inputs = workload.make_inputs(size, dtype, random_tensor)
             tolerance = (workload.tolerance or {}).get(dtype)
             check_outputs(impls, inputs, workload.peers[0], label, tolerance)  # also compiles
             for name, rounds_ms in time_rounds(fresh_calls, settings).items():
-                record = workload.record(2**k, dtype, name, rounds_ms)
+                record = workload.record(size, dtype, name, rounds_ms)
                 records.append(record)
                 print(
                     f"  {label:<14} {name:<14} {record.ms * 1e3:10.2f} us "
@@ -204,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         workload, records, roofline, meta, args.out, now.strftime("%Y-%m-%d"), extra
     )
     print()
-    print(report.format_table(rows, workload.size_name))
+    print(report.format_table(rows, workload.size_name, workload.label))
     if extra:
         print()
         print(extra.text)

@@ -206,7 +206,7 @@ def _fmt_ratio(ratio: float) -> str:
 # --------------------------------------------------------------------------- text
 
 
-def format_table(rows: Sequence[Row], size_name: str = "size") -> str:
+def format_table(rows: Sequence[Row], size_name: str = "size", label=size_label) -> str:
     """The long stdout table: one line per measurement, a blank line between cells."""
     header = (
         size_name,
@@ -220,7 +220,7 @@ def format_table(rows: Sequence[Row], size_name: str = "size") -> str:
     )
     lines = [
         (
-            size_label(row.record.size),
+            label(row.record.size),
             row.record.dtype,
             row.record.impl,
             f"{row.record.ms * 1e3:.2f}",
@@ -315,7 +315,7 @@ def _gbps_tables(workload: Workload, rows: Sequence[Row]) -> list[str]:
                 )
             ours = cells.get((size, dtype, judged))
             line.append(f"{ours.pct_roofline:.1f}%" if ours else "-")
-            out.append(f"| {size_label(size)} | " + " | ".join(line) + " |")
+            out.append(f"| {workload.label(size)} | " + " | ".join(line) + " |")
     return out
 
 
@@ -376,7 +376,7 @@ def plot(
             points = sorted((r.size, r.gbps) for r in records if (r.dtype, r.impl) == (dtype, impl))
             if points:
                 ax.plot(
-                    [s.bit_length() - 1 for s, _ in points],
+                    [workload.plot_x(s) for s, _ in points],
                     [g for _, g in points],
                     marker="o",
                     markersize=3,
@@ -386,7 +386,10 @@ def plot(
         ax.axhline(roofline_gbps, linestyle="--", color="black", linewidth=1, label="copy roofline")
         ax.set_ylim(bottom=0)  # from 0, so the gaps between lines are not exaggerated
         ax.set_title(dtype)
-        ax.set_xlabel(f"log2({workload.size_name})")
+        if workload.cases:  # named shapes, not log2 sizes
+            ax.set_xticks(range(len(workload.cases)))
+            ax.set_xticklabels(map(workload.label, workload.cases), rotation=60, fontsize="x-small")
+        ax.set_xlabel(workload.size_name if workload.cases else f"log2({workload.size_name})")
         ax.set_ylabel("GB/s")
         ax.grid(True, alpha=0.3)
     for ax in flat[len(dtypes) :]:

@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .report import COPY, DTYPE_BYTES, Record, Target, spread_pct
+from .report import COPY, DTYPE_BYTES, Record, Target, size_label, spread_pct
 from .timing import Settings
 
 
@@ -48,6 +48,19 @@ class Workload:
     tolerance: dict[str, dict[str, float]] | None = None
     # Random inputs made fit for the op (the AdamW step's exp_avg_sq >= 0).
     prepare: Callable[[list], list] | None = None
+    # Sizes it measures instead of 2^k, in order (RMSNorm's rows x hidden shapes, each a code
+    # that input_shapes reads), their names, and --quick's: --sizes does not apply then.
+    cases: tuple[int, ...] = ()
+    quick_cases: tuple[int, ...] = ()
+    case_label: Callable[[int], str] | None = None
+
+    def label(self, size: int) -> str:
+        """How the tables name a size: 2^k, or the case's name."""
+        return self.case_label(size) if self.case_label else size_label(size)
+
+    def plot_x(self, size: int) -> int:
+        """Where a size sits on the plot's x axis: log2(size), or the case's position."""
+        return self.cases.index(size) if self.cases else size.bit_length() - 1
 
     def make_inputs(self, size: int, dtype: str, random_tensor: Callable) -> list:
         tensors = [random_tensor(shape, dtype) for shape in self.input_shapes(size)]

@@ -509,7 +509,17 @@ def test_cli_refuses_what_a_workload_cannot_run(argv, said, capsys):
 
 def test_bench_modules_import_no_gpu_stack():
     # The reporting half must stay importable where torch and triton are missing.
-    for name in ("benchmark", "report", "timing", "workload", "add", "square", "gelu", "adamw"):
+    for name in (
+        "benchmark",
+        "report",
+        "timing",
+        "workload",
+        "add",
+        "square",
+        "gelu",
+        "adamw",
+        "rms_norm",
+    ):
         source = (ROOT / "scripts" / "bench" / f"{name}.py").read_text()
         top_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
         assert not [line for line in top_level if "torch" in line or "triton" in line], name

@@ -1,0 +1,85 @@
+"""The RMSNorm workloads on fake timings: their shapes, the command line, the targets (median
+and every shape against the best peer; the forward against the size-matched copy) and the
+report, where sizes are named shapes rather than 2^k. No GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from scripts.bench import benchmark, report, rms_norm
+
+FORWARD, TRAIN = rms_norm.FORWARD, rms_norm.TRAIN
+ROOFLINE = 3000.0
+GBPS = {"torch rms_norm": 1800.0, "torch.compile": 2000.0, "liger": 2100.0, "quack": 2400.0,
+        "my_rms_norm": 2500.0, report.COPY: 2700.0}  # fmt: skip
+
+
+def records(workload, overrides=None, cases=rms_norm.CASES):
+    out = []
+    for dtype in ("bfloat16", "float32"):
+        for code in cases:
+            numel = rms_norm.shape_of(code)[0] * rms_norm.shape_of(code)[1]
+            for impl, gbps in {**GBPS, **(overrides or {}).get((code, dtype), {})}.items():
+                nbytes = workload.tensors * numel * report.DTYPE_BYTES[dtype]
+                out.append(workload.record(code, dtype, impl, [nbytes / (gbps * 1e9) * 1e3]))
+    return out
+
+
+def test_the_cases_are_the_llm_shapes_in_order():
+    shapes = [rms_norm.shape_of(c) for c in rms_norm.CASES]
+    assert shapes == [(r, h) for r in (4096, 16384, 65536) for h in (1024, 2048, 4096, 8192, 16384)]
+    assert list(rms_norm.CASES) == sorted(rms_norm.CASES)  # the plot's lines run in order
+    assert FORWARD.label(rms_norm.case(16384, 4096)) == "16384x4096"
+    assert FORWARD.input_shapes(rms_norm.case(4096, 1024)) == [(4096, 1024), (1024,)]
+    assert TRAIN.input_shapes(rms_norm.case(4096, 1024))[2] == (4096, 1024)
+    assert FORWARD.gbps(rms_norm.case(4096, 1024), "bfloat16", 1.0) == pytest.approx(
+        2 * 4096 * 1024 * 2 / 1e-3 / 1e9
+    )
+
+
+def test_cli_takes_the_workloads_own_shapes_and_refuses_sizes(capsys):
+    args = benchmark.parse_args(["--workload", "rms_norm_train"])
+    assert args.sizes == list(rms_norm.CASES) and args.dtypes == ["bfloat16", "float32"]
+    assert benchmark.parse_args(["--workload", "rms_norm", "--quick"]).sizes == list(
+        rms_norm.QUICK_CASES
+    )
+    with pytest.raises(SystemExit):
+        benchmark.parse_args(["--workload", "rms_norm", "--sizes", "20"])
+    assert "measures its own shapes (4096x1024, " in capsys.readouterr().err
+
+
+def test_targets_pass_when_ours_beats_every_peer_and_nears_the_copy():
+    targets = FORWARD.targets(records(FORWARD), ROOFLINE)
+    assert [t.status for t in targets] == [report.PASS] * 3
+    assert "median 1.042x" in targets[0].measured  # 2500 / 2400
+
+
+def test_one_slow_shape_misses_every_shape_but_not_the_median():
+    slow = {(rms_norm.case(4096, 1024), "bfloat16"): {"my_rms_norm": 2000.0}}
+    median, every, copy = FORWARD.targets(records(FORWARD, slow), ROOFLINE)
+    assert median.status == report.PASS
+    assert every.status == report.MISS and "bfloat16 4096x1024 0.833x" in every.measured
+    assert copy.status == report.PASS  # 4096 x 1024 is below 2^26 elements: not judged
+
+
+def test_the_copy_target_judges_the_forward_from_2_26_elements():
+    slow = {(rms_norm.case(65536, 1024), "float32"): {"my_rms_norm": 2400.0, "quack": 2300.0}}
+    copy = FORWARD.targets(records(FORWARD, slow), ROOFLINE)[2]
+    assert copy.status == report.MISS and "float32 65536x1024 0.889x" in copy.measured
+    assert len(TRAIN.targets(records(TRAIN), ROOFLINE)) == 2  # no copy target for training
+
+
+def test_a_run_without_liger_and_quack_judges_the_peers_it_has():
+    partial = [r for r in records(FORWARD) if r.impl not in ("liger", "quack")]
+    median = FORWARD.targets(partial, ROOFLINE)[0]
+    assert median.status == report.PASS and "median 1.250x" in median.measured
+
+
+def test_report_names_the_shapes(tmp_path):
+    meta = {"date": "2026-11-27", "GPU": "NVIDIA H100 80GB HBM3"}
+    data = records(FORWARD, cases=rms_norm.QUICK_CASES)
+    paths, _, rows = report.write_reports(FORWARD, data, ROOFLINE, meta, tmp_path, "2026-11-27")
+    md = paths["md"].read_text()
+    assert "| 16384x8192 |" in md and "| rows x hidden |" in md
+    assert paths["png"].read_bytes()[:4] == b"\x89PNG"
+    assert "65536x2048" in report.format_table(rows, FORWARD.size_name, FORWARD.label)
