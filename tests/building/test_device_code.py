@@ -151,7 +151,12 @@ def test_one_library_per_op_holding_its_own_kernels_only():
     declared = device_code.ops.declared_ops()
     kernels = device_code.ops.instances(declared, device_code.ops.elementwise())
     images, lowered = device_code.compile_kernels({"sm_90": device_code.compiler_for("12.9")})
-    assert list(images) == device_code.libraries(declared) == [op.name for op in declared]
+    custom = device_code.every_op()[1]
+    assert list(images) == device_code.libraries(declared, custom)
+    for op in custom:  # its own kernels, every instance the declaration lists
+        own = {lowered[op.expression(*i)] for i in op.instances()}
+        found = {n for n in binary_info.cubin_kernels(images[op.name]["sm_90"]) if "$" not in n}
+        assert found == own, op.name
     for op in declared:
         own = {lowered[k.expression] for k in kernels if k.op == op.name}
         found = {n for n in binary_info.cubin_kernels(images[op.name]["sm_90"]) if "$" not in n}
