@@ -34,6 +34,23 @@ def readme_commands() -> list[str]:
     return [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
 
 
+def doc_files(doc: Path) -> dict[str, str]:
+    """path -> content of every ```lang file=PATH block of a page: a recipe's files."""
+    return dict(re.findall(r"^```\w+ file=(\S+)\n(.*?)^```$", doc.read_text(), re.M | re.S))
+
+
+def clone_with_doc_files(tmp_path: Path, doc: Path) -> Path:
+    """A clone with this venv's tools and a page's recipe files written into it, repaired
+    (`make repair`: built, audited, gated by the release's repair step)."""
+    repo = clone_with_tools(tmp_path)
+    for path, text in doc_files(doc).items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    built = make(repo, "repair")
+    assert built.returncode == 0, (built.stdout + built.stderr)[-4000:]
+    return repo
+
+
 def pip_config() -> dict[str, list[str]]:
     """`pip config list` (files and PIP_* variables) as key -> values."""
     out = subprocess.run(

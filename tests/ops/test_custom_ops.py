@@ -73,6 +73,11 @@ def test_a_wrong_type_or_dtype_is_named(custom):
         function(*wrong)
 
 
+def leaves(args: list) -> list:
+    """The arguments with each tensor a fresh leaf that requires grad."""
+    return [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) else a for a in args]
+
+
 @pytest.mark.parametrize("name", DIFFERENTIABLE)
 def test_gradients_match_torchs_and_gradcheck_in_float64(name, device):
     op = CUSTOM[name]
@@ -81,17 +86,12 @@ def test_gradients_match_torchs_and_gradcheck_in_float64(name, device):
     args = op_checks.custom_arguments(op, device, torch.float64, 17)
     tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
 
-    def leaves():
-        return [
-            a.detach().clone().requires_grad_() if i in tensors else a for i, a in enumerate(args)
-        ]
-
-    ours, theirs = leaves(), leaves()
+    ours, theirs = leaves(args), leaves(args)
     (function(*ours).sin().sum()).backward()
     (reference(*theirs).sin().sum()).backward()
     for i in tensors:
         torch.testing.assert_close(ours[i].grad, theirs[i].grad)
-    assert torch.autograd.gradcheck(function, tuple(leaves()))
+    assert torch.autograd.gradcheck(function, tuple(leaves(args)))
 
 
 @pytest.mark.parametrize("name", DIFFERENTIABLE)
@@ -103,13 +103,8 @@ def test_torch_compile_fullgraph_forward_and_backward(name, device):
     args = op_checks.custom_arguments(op, device, torch.float32, 64)
     tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
 
-    def leaves():
-        return [
-            a.detach().clone().requires_grad_() if i in tensors else a for i, a in enumerate(args)
-        ]
-
     compiled = torch.compile(lambda *a: function(*a).sin().sum(), fullgraph=True)
-    ours, theirs = leaves(), leaves()
+    ours, theirs = leaves(args), leaves(args)
     compiled(*ours).backward()
     reference(*theirs).sin().sum().backward()
     tol = op["tolerance"]["float32"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.clones import clone_with_tools, make
+from tests.clones import clone_with_doc_files, doc_files, make
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "ADDING_A_KERNEL.md"
@@ -22,9 +22,7 @@ pytestmark = pytest.mark.release
 
 
 def recipe_files() -> dict[str, str]:
-    """path -> content of every ```lang file=PATH block of the page."""
-    blocks = re.findall(r"^```\w+ file=(\S+)\n(.*?)^```$", DOC.read_text(), re.M | re.S)
-    return dict(blocks)
+    return doc_files(DOC)
 
 
 def test_the_recipe_is_kernels_a_host_function_a_declaration_and_tests():
@@ -36,13 +34,7 @@ def test_the_recipe_is_kernels_a_host_function_a_declaration_and_tests():
 
 @pytest.fixture(scope="module")
 def recipe_clone(tmp_path_factory):
-    clone = clone_with_tools(tmp_path_factory.mktemp("kernel-recipe"))
-    for path, text in recipe_files().items():
-        (clone / path).parent.mkdir(parents=True, exist_ok=True)
-        (clone / path).write_text(text)
-    built = make(clone, "repair")
-    assert built.returncode == 0, (built.stdout + built.stderr)[-4000:]
-    return clone
+    return clone_with_doc_files(tmp_path_factory.mktemp("kernel-recipe"), DOC)
 
 
 def test_recipe_op_passes_every_gate_and_its_tests(recipe_clone):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.clones import clone_with_tools, make
+from tests.clones import clone_with_doc_files, doc_files, make
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "ADDING_AN_OP.md"
@@ -21,9 +21,7 @@ pytestmark = pytest.mark.release
 
 
 def recipe_files() -> dict[str, str]:
-    """path -> content of every ```lang file=PATH block of the page."""
-    blocks = re.findall(r"^```\w+ file=(\S+)\n(.*?)^```$", DOC.read_text(), re.M | re.S)
-    return dict(blocks)
+    return doc_files(DOC)
 
 
 def test_the_recipe_is_a_rule_a_declaration_and_a_test_file():
@@ -36,13 +34,7 @@ def test_the_recipe_is_a_rule_a_declaration_and_a_test_file():
 
 @pytest.fixture(scope="module")
 def recipe_clone(tmp_path_factory):
-    clone = clone_with_tools(tmp_path_factory.mktemp("recipe"))
-    for path, text in recipe_files().items():
-        (clone / path).parent.mkdir(parents=True, exist_ok=True)
-        (clone / path).write_text(text)
-    built = make(clone, "repair")
-    assert built.returncode == 0, (built.stdout + built.stderr)[-4000:]
-    return clone
+    return clone_with_doc_files(tmp_path_factory.mktemp("recipe"), DOC)
 
 
 def test_recipe_touches_nothing_but_its_files(recipe_clone):
