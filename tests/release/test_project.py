@@ -224,11 +224,14 @@ def missing_paths_named(root: Path) -> list[tuple[str, int, str]]:
 def test_every_path_named_in_the_tree_exists():
     if not _git(ROOT, "ls-files", "README.md"):
         pytest.skip("not a git checkout (an unpacked sdist)")
-    # The files docs/ADDING_AN_OP.md tells an author to create (its `file=` blocks) are
-    # named before they exist; tests/release/test_adding_an_op.py creates them in a clone.
-    recipe = set(
-        re.findall(r"^```\w+ file=(\S+)$", (ROOT / "docs/ADDING_AN_OP.md").read_text(), re.M)
-    )
+    # The files the recipes (docs/ADDING_AN_OP.md, ADDING_A_KERNEL.md) tell an author to
+    # create (their `file=` blocks) are named before they exist; tests/release/test_adding_*
+    # create them in a clone.
+    recipe = {
+        path
+        for page in ("ADDING_AN_OP.md", "ADDING_A_KERNEL.md")
+        for path in re.findall(r"^```\w+ file=(\S+)$", (ROOT / "docs" / page).read_text(), re.M)
+    }
     missing = [m for m in missing_paths_named(ROOT) if m[2] not in recipe]
     if missing:
         lines = [f"  {name}:{number}: {path}" for name, number, path in missing]
