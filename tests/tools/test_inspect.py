@@ -14,6 +14,7 @@ from cuda_ext_example import BUILD_INFO, OP_NAMES
 from scripts.inspect import binary_info, report, shim_versions
 
 ROOT = Path(__file__).resolve().parents[2]
+BUILD_INFO_OPS = {op["name"] for op in BUILD_INFO["ops"]}  # the elementwise ops
 pytestmark = pytest.mark.wheel
 
 
@@ -75,7 +76,7 @@ def _loads_summary(text: str, dump: str) -> dict[str, dict[str, tuple[int, int]]
     for line in summary.splitlines():
         if line.startswith(" library "):
             counts = libraries.setdefault(line.split()[1].rstrip(":"), {})
-        elif "elementwise_" in line:
+        elif re.match(r"  +\d+ +\d+  ", line):  # a kernel of the library: its two counts
             wide, narrow, name = line.split(maxsplit=2)
             counts[name] = (int(wide), int(narrow))
         else:
@@ -101,7 +102,8 @@ def test_each_library_has_its_own_ops_kernels(wheel):
     def kind(name: str) -> str:  # "void cee::elementwise_simple<cee_rule_add::Signature, ...>"
         return f"{name.split('<')[0].split('::')[-1]} {name.split('cee_rule_')[1].split('::')[0]}"
 
-    kinds = {library: {kind(n) for n in counts} for library, counts in libraries.items()}
+    elementwise = {n for n in libraries if n in BUILD_INFO_OPS}
+    kinds = {library: {kind(n) for n in libraries[library]} for library in elementwise}
     assert kinds["my_add"] == {"elementwise_simple add", "elementwise_strided add"}
     assert kinds["my_fast_add"] == {
         "elementwise_simple add", "elementwise_strided add", "elementwise_vectorized add"
@@ -109,6 +111,9 @@ def test_each_library_has_its_own_ops_kernels(wheel):
     assert kinds["my_square"] == {
         "elementwise_simple square", "elementwise_strided square", "elementwise_vectorized square"
     }  # fmt: skip
+    for op in BUILD_INFO["custom_ops"]:  # a custom op's library: its own folder's kernels
+        assert libraries[op["name"]], op["name"]
+        assert all(f"cee_rule_{op['folder']}::" in n for n in libraries[op["name"]]), op["name"]
 
 
 def _inputs_of(name: str) -> int:
