@@ -101,18 +101,22 @@ def sample_inputs(op: dict, n: int, device, dtype=torch.float32, generator=None)
     return tensors
 
 
+def dtype_to_check(op: dict, dtype: torch.dtype | None) -> torch.dtype | None:
+    """The dtype to check op in: `dtype` if the op declares it (else None: skip the op); for
+    None, float32 or the op's first dtype."""
+    if dtype is None:
+        return getattr(torch, "float32" if "float32" in op["dtypes"] else op["dtypes"][0])
+    return dtype if str(dtype).removeprefix("torch.") in op["dtypes"] else None
+
+
 def mismatches(ops_module, device, dtype=torch.float32, n: int = 1000) -> list[str]:
     """'<op> <dtype>: what differs' for each op of `ops_module` (cuda_ext_example, or the
     JIT's torch.ops namespace) that differs from its reference on `device`, in `dtype`
     (the ops that declare it), or None: each op in float32, or its first dtype."""
     wrong = []
     for name, op in DECLARATIONS.items():
-        if dtype is None:
-            first = "float32" if "float32" in op["dtypes"] else op["dtypes"][0]
-            op_dtype = getattr(torch, first)
-        elif str(dtype).removeprefix("torch.") in op["dtypes"]:
-            op_dtype = dtype
-        else:
+        op_dtype = dtype_to_check(op, dtype)
+        if op_dtype is None:
             continue
         tensors, scalars = sample_inputs(op, n, device, op_dtype), scalar_samples(op)
         ours = results(getattr(ops_module, name), op, tensors, scalars)
@@ -157,11 +161,8 @@ def custom_mismatches(ops_module, device, dtype=torch.float32, n: int = 300) -> 
     """mismatches() of the custom ops: each on its declared samples of size n."""
     wrong = []
     for name, op in CUSTOM.items():
-        if dtype is None:
-            op_dtype = getattr(torch, "float32" if "float32" in op["dtypes"] else op["dtypes"][0])
-        elif str(dtype).removeprefix("torch.") in op["dtypes"]:
-            op_dtype = dtype
-        else:
+        op_dtype = dtype_to_check(op, dtype)
+        if op_dtype is None:
             continue
         args = custom_arguments(op, device, op_dtype, n)
         ours = custom_results(getattr(ops_module, name), args)
