@@ -23,7 +23,9 @@ inline void check_x_and_weight(const Tensor& x, const Tensor& weight,
 
 // How a row is spread over a block: 16-byte packs where the row length and
 // every row start allow them, each thread holding `per_thread` packs in
-// registers (0: any length, read twice), `block` threads.
+// registers (0: any length, read twice), `block` threads. A kernel that keeps
+// `max_values` elements a thread or fewer in registers (so that 512 threads
+// fit in the register file) passes it.
 struct Geometry {
   bool vector;
   int per_thread;
@@ -31,14 +33,18 @@ struct Geometry {
 };
 
 inline Geometry geometry(const cee::Rows* rows, int n, int64_t element_size,
-                         const void* const* data, int max_per_thread) {
+                         const void* const* data, int max_per_thread,
+                         int max_values) {
   const int64_t width = 16 / element_size;
   bool vector = rows[0].cols % width == 0;
   for (int k = 0; k < n; ++k)
     vector =
         vector && rows[k].stride % width == 0 && (uintptr_t)data[k] % 16 == 0;
   const int64_t packs = vector ? rows[0].cols / width : rows[0].cols;
-  for (int per_thread = 1; per_thread <= max_per_thread; per_thread *= 2) {
+  const int values = vector ? (int)width : 1;
+  for (int per_thread = 1;
+       per_thread <= max_per_thread && per_thread * values <= max_values;
+       per_thread *= 2) {
     const int64_t threads = (packs + per_thread - 1) / per_thread;
     if (threads <= 512)
       return {vector, per_thread,
@@ -82,7 +88,7 @@ inline Tensor rms_norm_forward(Tensor x, Tensor weight, double eps) {
     if (!x.is_cuda()) return forward_cpu<T>(xp, wp, yp, rows[0], eps);
     const cee::Rows out_rows = {rows[0].rows, rows[0].cols, rows[0].cols};
     const cee::Rows all[] = {rows[0], {1, rows[0].cols, 0}, out_rows};
-    const Geometry g = geometry(all, 3, sizeof(T), data, 8);
+    const Geometry g = geometry(all, 3, sizeof(T), data, 8, 64);
     const long long n = rows[0].rows, stride = rows[0].stride;
     const long long out_stride = rows[0].cols;
     const int cols = (int)rows[0].cols;
@@ -164,7 +170,7 @@ inline std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad, Tensor x,
     if (n > 0) {
       const void* data[] = {gp, xp, wp, dxp};
       const cee::Rows all[] = {rows[0], rows[1], {1, cols, 0}, {n, cols, cols}};
-      const Geometry g = geometry(all, 4, sizeof(T), data, 2);
+      const Geometry g = geometry(all, 4, sizeof(T), data, 8, 32);
       const long long grad_stride = rows[0].stride, x_stride = rows[1].stride;
       const long long dx_stride = cols;
       launch("rms_norm_backward", dtype, {g.vector, g.per_thread},

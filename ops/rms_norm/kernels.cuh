@@ -11,11 +11,10 @@
 // checks that the row length and every row start allow them).
 
 template <typename T, bool kVector, int kPerThread>
-__global__ void rms_norm_forward(const T* __restrict__ x,
-                                 const T* __restrict__ weight,
-                                 T* __restrict__ y, long long rows, int cols,
-                                 long long x_stride, long long y_stride,
-                                 double eps) {
+__global__ void __launch_bounds__(512)
+    rms_norm_forward(const T* __restrict__ x, const T* __restrict__ weight,
+                     T* __restrict__ y, long long rows, int cols,
+                     long long x_stride, long long y_stride, double eps) {
   typedef cee::Accumulate<T> A;
   typedef cee::Compute<T> C;
   constexpr int W = cee::PackWidth<T, kVector>::value;
@@ -79,15 +78,18 @@ __global__ void rms_norm_forward(const T* __restrict__ x,
 // rms_norm_weight_grad then sums. With s = sum(x * weight * grad) over a row:
 //   dx = rstd * weight * grad - x * rstd^3 * s / cols
 //   dweight = sum over rows of grad * x * rstd
+// kPerThread 1 or 2: the row's packs stay in registers between the two passes;
+// 4 or 8: only the dweight sums do (at most 32 values a thread: the host
+// keeps 512 threads within the register file), and the
+// second pass reads the row again, mostly from L1; 0: any row length, the
+// dweight sums in dw_partial itself.
 template <typename T, bool kVector, int kPerThread>
-__global__ void rms_norm_backward(const T* __restrict__ grad,
-                                  const T* __restrict__ x,
-                                  const T* __restrict__ weight,
-                                  T* __restrict__ dx,
-                                  cee::Accumulate<T>* __restrict__ dw_partial,
-                                  long long rows, int cols,
-                                  long long grad_stride, long long x_stride,
-                                  long long dx_stride, double eps) {
+__global__ void __launch_bounds__(512)
+    rms_norm_backward(const T* __restrict__ grad, const T* __restrict__ x,
+                      const T* __restrict__ weight, T* __restrict__ dx,
+                      cee::Accumulate<T>* __restrict__ dw_partial,
+                      long long rows, int cols, long long grad_stride,
+                      long long x_stride, long long dx_stride, double eps) {
   typedef cee::Accumulate<T> A;
   typedef cee::Compute<T> C;
   constexpr int W = cee::PackWidth<T, kVector>::value;
@@ -96,7 +98,55 @@ __global__ void rms_norm_backward(const T* __restrict__ grad,
   const int packs = cols / W;
   const P* wr = reinterpret_cast<const P*>(weight);
   A* partial = dw_partial + (long long)blockIdx.x * cols;
-  if constexpr (kPerThread > 0) {
+  if constexpr (kPerThread > 2) {
+    A acc[kPerThread][W];
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i)
+#pragma unroll
+      for (int j = 0; j < W; ++j) acc[i][j] = A(0);
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+      const P* gr = reinterpret_cast<const P*>(grad + row * grad_stride);
+      const P* xr = reinterpret_cast<const P*>(x + row * x_stride);
+      P* dr = reinterpret_cast<P*>(dx + row * dx_stride);
+      A sums[2] = {A(0), A(0)};
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        const int p = threadIdx.x + i * blockDim.x;
+        if (p >= packs) continue;
+        const P gp = gr[p], xp = xr[p], wp = wr[p];
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          const A v = C::in(xp.v[j]);
+          sums[0] += v * v;
+          sums[1] += v * C::in(wp.v[j]) * C::in(gp.v[j]);
+        }
+      }
+      cee::block_sum<2>(sums, scratch);
+      const A rstd = cee::inverse_sqrt(sums[0] / A(cols) + A(eps));
+      const A c = sums[1] * rstd * rstd * rstd / A(cols);
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        const int p = threadIdx.x + i * blockDim.x;
+        if (p >= packs) continue;
+        const P gp = gr[p], xp = xr[p], wp = wr[p];
+        P out;
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          const A g = C::in(gp.v[j]), v = C::in(xp.v[j]);
+          out.v[j] = C::out(C::in(wp.v[j]) * g * rstd - v * c);
+          acc[i][j] += g * v * rstd;
+        }
+        dr[p] = out;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int p = threadIdx.x + i * blockDim.x;
+      if (p >= packs) continue;
+#pragma unroll
+      for (int j = 0; j < W; ++j) partial[p * W + j] = acc[i][j];
+    }
+  } else if constexpr (kPerThread > 0) {
     A w[kPerThread][W], acc[kPerThread][W];
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
@@ -195,9 +245,9 @@ __global__ void rms_norm_backward(const T* __restrict__ grad,
 // threads takes 32 columns; its 16 warps-worth of rows are summed in shared
 // memory.
 template <typename T>
-__global__ void rms_norm_weight_grad(
-    const cee::Accumulate<T>* __restrict__ partial, T* __restrict__ dweight,
-    int blocks, int cols) {
+__global__ void __launch_bounds__(512)
+    rms_norm_weight_grad(const cee::Accumulate<T>* __restrict__ partial,
+                         T* __restrict__ dweight, int blocks, int cols) {
   typedef cee::Accumulate<T> A;
   __shared__ A sums[16][33];
   const int lane = threadIdx.x & 31, group = threadIdx.x >> 5;

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+from scripts.cli_args import at_least_one
+
 from . import adamw, add, gelu, report, rms_norm, square
 from .report import COPY, DTYPE_BYTES, Record
 from .timing import ROUND_ORDER, Settings
@@ -94,6 +96,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="fewer sizes, one round, shorter runs: a smoke run, not a result",
     )
     parser.add_argument(
+        "--rounds",
+        type=at_least_one("round"),
+        default=5,
+        help="rounds per cell, each on fresh tensors; the median is reported (default 5)",
+    )
+    parser.add_argument(
+        "--rep-ms",
+        type=at_least_one("ms"),
+        default=100,
+        help="do_bench's timing budget per implementation and round, in ms of GPU time; "
+        "its warm-up is a quarter of it (default 100)",
+    )
+    parser.add_argument(
         "--compile-dynamic",
         action="store_true",
         help="compile once with dynamic shapes instead of once per size (faster "
@@ -119,6 +134,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         )
     args.dtypes = args.dtypes or list(args.workload.dtypes)
     return args
+
+
+def settings_of(args: argparse.Namespace) -> Settings:
+    """How long each cell is timed: --quick's smoke run, or --rounds and --rep-ms."""
+    if args.quick:
+        return Settings(10, 30, rounds=1, compile_dynamic=args.compile_dynamic, quick=True)
+    return Settings(max(1, args.rep_ms // 4), args.rep_ms, args.rounds, args.compile_dynamic)
 
 
 def missing_prerequisite(workload: Workload) -> str:
@@ -198,11 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         print(f"scripts.bench: {missing}", file=sys.stderr)
         return 1
-    settings = (
-        Settings(10, 30, rounds=1, compile_dynamic=args.compile_dynamic, quick=True)
-        if args.quick
-        else Settings(25, 100, compile_dynamic=args.compile_dynamic)
-    )
+    settings = settings_of(args)
     now = datetime.now(timezone.utc)
     from scripts.gpu.facts import benchmark_facts
 

@@ -47,7 +47,10 @@ def _peers() -> dict[str, Callable]:
     try:
         from liger_kernel.ops.rms_norm import LigerRMSNormFunction
 
-        found["liger"] = lambda x, weight: LigerRMSNormFunction.apply(x, weight, EPS)
+        # in_place=False: its default writes dx over the gradient, which every implementation reads.
+        found["liger"] = lambda x, weight: LigerRMSNormFunction.apply(
+            x, weight, EPS, 0.0, "llama", False
+        )
     except ImportError as exc:
         print(f"rms_norm: liger-kernel not installed here ({exc}): not measured", file=sys.stderr)
     try:

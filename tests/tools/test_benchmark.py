@@ -482,6 +482,10 @@ def test_cli_parsing():
     assert args.out == Path("build/results")  # tool outputs stay out of the tracked tree
     assert benchmark.parse_args(["--quick"]).sizes == [12, 16, 20, 24, 28]
     assert benchmark.parse_args(["--quick", "--sizes", "20"]).sizes == [20]
+    assert benchmark.settings_of(args) == timing.Settings(25, 100, rounds=5)
+    timed = benchmark.settings_of(benchmark.parse_args(["--rounds", "2", "--rep-ms", "40"]))
+    assert (timed.warmup_ms, timed.rep_ms, timed.rounds, timed.quick) == (10, 40, 2, False)
+    assert benchmark.settings_of(benchmark.parse_args(["--quick"])).quick
     assert report.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
 
 
