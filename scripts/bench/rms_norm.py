@@ -136,10 +136,16 @@ def _copy_target(records: Sequence[Record]) -> Target:
     )
 
 
-# Liger's and quack's own roundings, and dweight's sum over every row in another order.
+# Liger's and quack's own roundings (Liger rounds x * rstd to the dtype before dweight's sum).
 TOLERANCE = {
     "float32": {"rtol": 1e-3, "atol": 1e-3},
     "bfloat16": {"rtol": 5e-2, "atol": 5e-2},
+}
+# dx, then dweight: a sum over up to 65536 rows of terms rounded in other ways, whose
+# difference grows with sqrt(rows) (about 0.3 for bfloat16 at 65536 rows).
+TRAIN_TOLERANCE = {
+    "float32": [TOLERANCE["float32"], {"rtol": 1e-3, "atol": 1e-2}],
+    "bfloat16": [TOLERANCE["bfloat16"], {"rtol": 5e-2, "atol": 2.0}],
 }
 
 
@@ -156,7 +162,6 @@ COMMON = dict(
     quick_sizes="",
     max_log2=0,
     dtypes=("bfloat16", "float32"),
-    tolerance=TOLERANCE,
     cases=CASES,
     quick_cases=QUICK_CASES,
     case_label=_label,
@@ -170,6 +175,7 @@ FORWARD = Workload(
     implementations=forward_implementations,
     targets=_targets(copy_target=True),
     traffic=2,
+    tolerance=TOLERANCE,
     **COMMON,
 )
 
@@ -181,6 +187,7 @@ TRAIN = Workload(
     implementations=train_implementations,
     targets=_targets(copy_target=False),
     traffic=5,
+    tolerance=TRAIN_TOLERANCE,
     prepare=_needs_grad,
     **COMMON,
 )

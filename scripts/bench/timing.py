@@ -91,8 +91,8 @@ def check_outputs(
     impls: dict[str, Callable], inputs: tuple, reference: str, label: str, tolerance=None
 ) -> None:
     """Every implementation must equal the reference implementation before it is timed:
-    exactly, or within `tolerance` ({rtol, atol}). Each runs on its own copy of the inputs
-    (an in-place implementation returns what it updated)."""
+    exactly, or within `tolerance` ({rtol, atol}, or a list of them, one per output). Each
+    runs on its own copy of the inputs (an in-place implementation returns what it updated)."""
     import torch
 
     def run(fn):
@@ -100,8 +100,10 @@ def check_outputs(
         return out if isinstance(out, tuple) else (out,)
 
     expected = run(impls[reference])
+    per_output = tolerance if isinstance(tolerance, list) else [tolerance] * len(expected)
     for name, fn in impls.items():
-        for got, want in zip(run(fn), expected, strict=True):
+        for k, (got, want) in enumerate(zip(run(fn), expected, strict=True)):
+            tolerance = per_output[k]
             if got.shape != want.shape or got.dtype != want.dtype:
                 raise SystemExit(
                     f"FAIL {name} {label}: got {got.dtype} {tuple(got.shape)}, "
@@ -111,8 +113,10 @@ def check_outputs(
                 try:
                     torch.testing.assert_close(got, want, **tolerance)
                 except AssertionError as error:
-                    first = str(error).splitlines()[0]
-                    raise SystemExit(f"FAIL {name} {label}: {first} ({reference})") from None
+                    said = " ".join(line.strip() for line in str(error).splitlines()[:4])
+                    raise SystemExit(
+                        f"FAIL {name} {label}, output {k}: {said} (against {reference})"
+                    ) from None
             elif not torch.equal(got, want):
                 bad = int((got != want).sum())
                 raise SystemExit(f"FAIL {name} {label}: {bad} elements differ from {reference}")

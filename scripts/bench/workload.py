@@ -42,10 +42,10 @@ class Workload:
     # Tensors read or written per call, where it is not each input read and one output
     # written (an in-place update reads and writes what it updates).
     traffic: int | None = None
-    # {dtype: {rtol, atol}}: how close the implementations must agree before they are timed
-    # (torch.testing's), where not bit for bit; and what each returns to compare (an
-    # in-place update returns the tensors it updated).
-    tolerance: dict[str, dict[str, float]] | None = None
+    # {dtype: {rtol, atol}, or a list of them, one per output}: how close the implementations
+    # must agree before they are timed (torch.testing's), where not bit for bit; and what
+    # each returns to compare (an in-place update returns the tensors it updated).
+    tolerance: dict[str, dict[str, float] | list[dict[str, float]]] | None = None
     # Random inputs made fit for the op (the AdamW step's exp_avg_sq >= 0).
     prepare: Callable[[list], list] | None = None
     # Sizes it measures instead of 2^k, in order (RMSNorm's rows x hidden shapes, each a code

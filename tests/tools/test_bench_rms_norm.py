@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.bench import benchmark, report, rms_norm
+from scripts.bench import benchmark, report, rms_norm, timing
 
 FORWARD, TRAIN = rms_norm.FORWARD, rms_norm.TRAIN
 ROOFLINE = 3000.0
@@ -83,3 +83,24 @@ def test_report_names_the_shapes(tmp_path):
     assert "| 16384x8192 |" in md and "| rows x hidden |" in md
     assert paths["png"].read_bytes()[:4] == b"\x89PNG"
     assert "65536x2048" in report.format_table(rows, FORWARD.size_name, FORWARD.label)
+
+
+@pytest.mark.parametrize("workload", [rms_norm.FORWARD, rms_norm.TRAIN], ids=lambda w: w.name)
+def test_ours_agrees_with_torch_within_the_workloads_tolerance_on_the_cpu(workload):
+    # What the GPU run checks before it times, here on CPU tensors (torch.compile and the
+    # GPU-only peers left out); a wrong dweight is caught, named by its output.
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("cuda_ext_example")
+    impls = workload.implementations(False, 2)
+    for name in ("torch.compile", "liger", "quack"):
+        impls.pop(name, None)
+    random = lambda shape, dtype: torch.randn(shape, dtype=getattr(torch, dtype))  # noqa: E731
+    inputs = workload.make_inputs(rms_norm.case(256, 96), "float32", random)
+    timing.check_outputs(impls, inputs, workload.peers[0], "f32", workload.tolerance["float32"])
+    if workload is rms_norm.TRAIN:
+        ours = impls[rms_norm.JUDGED]
+        wrong = {**impls, rms_norm.JUDGED: lambda *a: (ours(*a)[0], ours(*a)[1] * 1.01)}
+        with pytest.raises(SystemExit, match="FAIL my_rms_norm f32, output 1"):
+            timing.check_outputs(
+                wrong, inputs, workload.peers[0], "f32", workload.tolerance["float32"]
+            )
