@@ -162,15 +162,19 @@ inline std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad, Tensor x,
     if (!x.is_cuda())
       return backward_cpu<T>(gp, xp, wp, dxp, dwp, rows[0], rows[1], eps);
     const cee::Launch launch(x);
-    // Enough blocks to fill the GPU twice; each sums its rows' dweight share.
-    const long long blocks_wanted = 2LL * launch.multiprocessors();
-    const int blocks = (int)(n < blocks_wanted ? n : blocks_wanted);
+    const void* data[] = {gp, xp, wp, dxp};
+    const cee::Rows all[] = {rows[0], rows[1], {1, cols, 0}, {n, cols, cols}};
+    const Geometry g = geometry(all, 4, sizeof(T), data, 8, 32);
+    // As many blocks as the GPU holds at once (2048 threads a multiprocessor),
+    // each over 8 rows or more: each block's dweight share is one row of
+    // `partial`, summed after, so that extra traffic stays small.
+    const long long resident =
+        (long long)launch.multiprocessors() * (2048 / g.block);
+    const long long some_rows = (n + 7) / 8;  // none without rows
+    const int blocks = (int)(some_rows < resident ? some_rows : resident);
     Tensor partial = cee::new_empty(x, {blocks, cols}, cee::dtype_of<A>());
     A* pp = static_cast<A*>(partial.mutable_data_ptr());
     if (n > 0) {
-      const void* data[] = {gp, xp, wp, dxp};
-      const cee::Rows all[] = {rows[0], rows[1], {1, cols, 0}, {n, cols, cols}};
-      const Geometry g = geometry(all, 4, sizeof(T), data, 8, 32);
       const long long grad_stride = rows[0].stride, x_stride = rows[1].stride;
       const long long dx_stride = cols;
       launch("rms_norm_backward", dtype, {g.vector, g.per_thread},

@@ -87,10 +87,11 @@ def _check_types(op: dict, args: tuple, namespace: str) -> None:
             raise TypeError(f"{name} must be a Python {kind}, got {type(value).__name__}")
 
 
-def make_function(op: dict, overload, namespace: str = NAMESPACE) -> type:
-    """The op as an autograd.Function, with the declared backward: what torch.func transforms
-    need (they cannot see through the op's autograd kernel). vmap runs the op once per batch
-    element (no batching rule is declared); forward-mode AD raises: no tangent rule is."""
+def make_function(op: dict, call: Callable, namespace: str = NAMESPACE) -> type:
+    """The op as an autograd.Function, with the declared backward, its forward `call` (the
+    op below autograd): what plain autograd and torch.func transforms use (they cannot see
+    through the op's autograd kernel). vmap runs the op once per batch element (no batching
+    rule is declared); forward-mode AD raises: no tangent rule is."""
     backward, setup_context = make_autograd(op, namespace)
     qualname = f"{namespace}.{op['name']}"
 
@@ -99,7 +100,7 @@ def make_function(op: dict, overload, namespace: str = NAMESPACE) -> type:
 
         @staticmethod
         def forward(*args):
-            return overload(*args)
+            return call(*args)
 
         @staticmethod
         def setup_context(ctx, inputs, output):
@@ -120,14 +121,35 @@ def make_function(op: dict, overload, namespace: str = NAMESPACE) -> type:
     return Function
 
 
-def make_wrapper(op: dict, namespace: str = NAMESPACE) -> Callable:
+def make_plain_function(op: dict, call: Callable, namespace: str = NAMESPACE) -> type:
+    """make_function's twin for plain autograd: its forward saves for the backward itself,
+    since an autograd.Function with a separate setup_context (which torch.func needs) makes
+    torch bind the arguments to forward's signature at every call, about a quarter of a
+    small training step's time here."""
+    backward, setup_context = make_autograd(op, namespace)
+
+    class PlainFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            output = call(*args)
+            setup_context(ctx, args, output)
+            return output
+
+        @staticmethod
+        def backward(ctx, *grads):
+            return backward(ctx, *grads)
+
+    PlainFunction.__name__ = PlainFunction.__qualname__ = f"{op['name']}_plain_function"
+    return PlainFunction
+
+
+def make_wrapper(op: dict, function: type, namespace: str = NAMESPACE) -> Callable:
     """The Python function: the schema's signature and defaults, one call of the op (under a
-    torch.func transform, or where that cannot be known, through make_function's
-    autograd.Function)."""
+    torch.func transform, or where that cannot be known, through the op's autograd.Function
+    `function`)."""
     from .fast_path import PRIVATE, transformed
 
     overload = getattr(getattr(torch.ops, namespace), op["name"]).default
-    function = make_function(op, overload, namespace)
     signature = python_signature(op)
     count = len(op["arguments"])
 
@@ -207,6 +229,31 @@ def make_autograd(op: dict, namespace: str = NAMESPACE) -> tuple[Callable, Calla
     return backward, setup_context
 
 
+def make_autograd_kernel(op: dict, function: type, below: Callable, namespace: str = NAMESPACE):
+    """The op's autograd kernel: its autograd.Function where a tensor argument needs a
+    gradient, else the op below autograd (`below`). One Python frame a call, where
+    torch.library.register_autograd's kernel costs tens of microseconds: what small shapes
+    pay in training. torch.func reaches this kernel below the point where it handles an
+    autograd.Function: it gets an error naming the Python function instead."""
+    tensors = [i for i, a in enumerate(op["arguments"]) if a["type"] == "Tensor"]
+    defaults = tuple(a["default"] for a in op["arguments"])
+    qualname = f"{namespace}.{op['name']}"
+    from .fast_path import transformed
+
+    def kernel(*args):
+        args = args + defaults[len(args) :]  # torch passes the arguments the caller gave
+        if transformed():
+            raise RuntimeError(
+                f"torch.ops.{qualname}: torch.func transforms (grad, vjp, vmap, ...) need the "
+                f"Python function {qualname}, which carries the op's backward; call that instead"
+            )
+        if torch.is_grad_enabled() and any(args[i].requires_grad for i in tensors):
+            return function.apply(*args)
+        return below(*args)
+
+    return kernel
+
+
 _LIBRARIES: list = []  # the registrations live as long as their Library object
 
 
@@ -215,16 +262,26 @@ def register(namespace: str = NAMESPACE) -> dict[str, Callable]:
     functions by op name."""
     if not CUSTOM:
         return {}
+    from .fast_path import PRIVATE, below_autograd
+
     library = torch.library.Library(namespace, "FRAGMENT")
     _LIBRARIES.append(library)
     wrappers = {}
     for name, op in CUSTOM.items():
         qualname = f"{namespace}::{name}"
+        overload = getattr(getattr(torch.ops, namespace), name).default
         torch.library.register_fake(qualname, make_fake(op, namespace), lib=library)
-        backward, setup_context = make_autograd(op, namespace)
-        torch.library.register_autograd(
-            qualname, backward, setup_context=setup_context, lib=library
-        )
-        wrappers[name] = make_wrapper(op, namespace)
+        if PRIVATE is None:  # no public call below autograd: torch.library's own autograd
+            backward, setup_context = make_autograd(op, namespace)
+            torch.library.register_autograd(
+                qualname, backward, setup_context=setup_context, lib=library
+            )
+            function = make_function(op, overload, namespace)
+        else:
+            below = below_autograd(overload, overload)
+            function = make_function(op, below, namespace)
+            plain = make_plain_function(op, below, namespace)
+            library.impl(name, make_autograd_kernel(op, plain, below, namespace), "Autograd")
+        wrappers[name] = make_wrapper(op, function, namespace)
     _FUNCTIONS[namespace] = wrappers
     return wrappers

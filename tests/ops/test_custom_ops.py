@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import cuda_ext_example
-from cuda_ext_example import custom_ops, op_checks
+from cuda_ext_example import custom_ops, fast_path, op_checks
 
 CUSTOM = custom_ops.CUSTOM
 DIFFERENTIABLE = [name for name, op in CUSTOM.items() if op["backward"]]
@@ -134,6 +134,19 @@ def test_torch_func_grad_and_vmap_follow_torch_and_jvp_raises(name, device):
     torch.testing.assert_close(got, want)
     with pytest.raises(RuntimeError, match=f"{name}: forward-mode AD .* is not supported"):
         torch.func.jvp(lambda first: function(first, *args[1:]), (args[0],), (args[0],))
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_torch_func_through_torch_ops_is_refused_with_the_function_to_call(name, device):
+    # torch.func reaches the op's autograd kernel below where it sees the backward: an
+    # error naming the Python function, never a silent zero gradient.
+    op = CUSTOM[name]
+    args = op_checks.custom_arguments(op, device, torch.float64, 9)
+    raw = getattr(torch.ops.cuda_ext_example, name)
+    if fast_path.PRIVATE is None:
+        pytest.skip("this torch lacks the private checks: the op's autograd is torch.library's")
+    with pytest.raises(RuntimeError, match=f"need the Python function cuda_ext_example.{name}"):
+        torch.func.grad(lambda first, *rest: raw(first, *rest).sum())(*args)
 
 
 def test_an_op_with_no_backward_refuses_to_be_differentiated(device):
