@@ -143,6 +143,19 @@ def settings_of(args: argparse.Namespace) -> Settings:
     return Settings(max(1, args.rep_ms // 4), args.rep_ms, args.rounds, args.compile_dynamic)
 
 
+def peer_versions(distributions: Sequence[str]) -> str:
+    """'name version' of each distribution, 'name not installed' where it is missing."""
+    from importlib import metadata
+
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return ", ".join(f"{name} {version(name)}" for name in distributions)
+
+
 def missing_prerequisite(workload: Workload) -> str:
     """What the GPU run needs and this Python lacks, in one line with its fix ("" if none):
     found before any timing, so the run does not end in a traceback minutes in."""
@@ -231,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"implementation (median of {settings.rounds} {ROUND_ORDER}, each on fresh tensors); "
         f"torch.compile {compile_mode}",
     }
+    if workload.peer_packages:
+        meta["peer packages"] = peer_versions(workload.peer_packages)
     print("\n".join(f"{k}: {v}" for k, v in meta.items()), flush=True)
 
     from .timing import measure_roofline_gbps

@@ -162,6 +162,7 @@ COMMON = dict(
     quick_sizes="",
     max_log2=0,
     dtypes=("bfloat16", "float32"),
+    peer_packages=("liger-kernel", "quack-kernels", "nvidia-cutlass-dsl"),
     cases=CASES,
     quick_cases=QUICK_CASES,
     case_label=_label,

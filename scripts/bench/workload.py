@@ -50,6 +50,8 @@ class Workload:
     prepare: Callable[[list], list] | None = None
     # Sizes it measures instead of 2^k, in order (RMSNorm's rows x hidden shapes, each a code
     # that input_shapes reads), their names, and --quick's: --sizes does not apply then.
+    # Distributions the peers come from (liger-kernel, ...): their versions go in the report.
+    peer_packages: tuple[str, ...] = ()
     cases: tuple[int, ...] = ()
     quick_cases: tuple[int, ...] = ()
     case_label: Callable[[int], str] | None = None

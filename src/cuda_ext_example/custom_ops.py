@@ -1,7 +1,8 @@
 """Python face of the ops that are not elementwise (kind = "custom" in ops/<folder>/ops.toml),
 made from their declarations in the build record: the Python function, the fake kernel
 (each output from its declared expression) and autograd (the declared backward), through
-torch.library's public registration API.
+torch.library (an Autograd kernel of our own, or register_autograd where torch lacks the
+private checks of fast_path.py).
 
 The ops themselves (schema, CPU and CUDA kernels) are registered by the compiled extension
 (csrc/custom_ops.cpp). Nothing here names an op.

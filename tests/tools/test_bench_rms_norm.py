@@ -104,3 +104,9 @@ def test_ours_agrees_with_torch_within_the_workloads_tolerance_on_the_cpu(worklo
             timing.check_outputs(
                 wrong, inputs, workload.peers[0], "f32", workload.tolerance["float32"]
             )
+
+
+def test_the_report_names_the_peers_packages_and_their_versions():
+    assert FORWARD.peer_packages == TRAIN.peer_packages
+    said = benchmark.peer_versions(("pytest", "no-such-distribution-here"))
+    assert said == f"pytest {pytest.__version__}, no-such-distribution-here not installed"
