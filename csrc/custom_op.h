@@ -19,6 +19,7 @@
 #include "host_float16.h"
 #include "input_checks.h"
 #include "launcher.h"
+#include "new_tensors.h"
 #include "torch_boundary.h"
 #include "torch_cuda.h"
 
@@ -102,48 +103,6 @@ inline Tensor as_rows(const Tensor& t, Rows* out) {
   out->stride = out->cols;
   return torch_call("copying to a contiguous tensor",
                     [&] { return torch::stable::contiguous(t); });
-}
-
-// A new contiguous tensor of `sizes` and dtype (the core's index; -1: like's),
-// on like's device. aoti_torch_empty_strided calls at::empty_strided directly,
-// without a boxed dispatcher call.
-inline Tensor new_empty(const Tensor& like, const int64_t* sizes, int64_t ndim,
-                        int dtype = -1) {
-  int64_t strides[64];
-  int64_t stride = 1;
-  for (int64_t d = ndim - 1; d >= 0; --d) {
-    strides[d] = stride;
-    stride *= sizes[d] > 1 ? sizes[d] : 1;
-  }
-  int32_t code = 0, device_type = 0;
-  if (dtype < 0) {
-    if (aoti_torch_get_dtype(like.get(), &code) != AOTI_TORCH_SUCCESS)
-      torch_call_failed("reading a dtype");
-  }
-#define CEE_DTYPE_CODE(id, device_type, size, scalar_type, name) \
-  if (dtype == CEE_DTYPE_##id) code = aoti_torch_dtype_##name();
-  CEE_FOR_EACH_DTYPE(CEE_DTYPE_CODE)
-#undef CEE_DTYPE_CODE
-  AtenTensorHandle handle = nullptr;
-  if (aoti_torch_get_device_type(like.get(), &device_type) !=
-          AOTI_TORCH_SUCCESS ||
-      aoti_torch_empty_strided(ndim, sizes, strides, code, device_type,
-                               like.get_device_index(),
-                               &handle) != AOTI_TORCH_SUCCESS)
-    torch_call_failed("allocating an output");
-  return Tensor(handle);
-}
-
-inline Tensor new_empty(const Tensor& like,
-                        std::initializer_list<int64_t> sizes, int dtype = -1) {
-  return new_empty(like, sizes.begin(), (int64_t)sizes.size(), dtype);
-}
-
-// A new contiguous tensor of like's shape, dtype and device.
-inline Tensor new_empty_like(const Tensor& like) {
-  int64_t sizes[64];
-  for (int64_t d = 0; d < like.dim(); ++d) sizes[d] = like.size(d);
-  return new_empty(like, sizes, like.dim());
 }
 
 // Same device, or an error naming both tensors.

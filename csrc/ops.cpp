@@ -21,6 +21,7 @@
 #include "elementwise_launch.h"
 #include "host_float16.h"
 #include "input_checks.h"
+#include "new_tensors.h"
 #include "torch_boundary.h"
 #include "torch_cuda.h"
 
@@ -29,29 +30,6 @@ namespace {
 using namespace cee;
 
 // ----------------------------------------------------------------- the ops
-
-// A new contiguous tensor of `shape`, of `like`'s dtype and device.
-// aoti_torch_empty_strided calls at::empty_strided directly: a boxed dispatcher
-// call (torch::stable::new_empty) costs microseconds per op, which
-// launch-bound callers notice.
-Tensor empty_contiguous(const Shape& shape, const Tensor& like) {
-  int64_t strides[64];
-  int64_t stride = 1;
-  for (int64_t d = shape.ndim - 1; d >= 0; --d) {
-    strides[d] = stride;
-    stride *= shape.sizes[d] > 1 ? shape.sizes[d] : 1;
-  }
-  int32_t dtype = 0, device_type = 0;
-  AtenTensorHandle handle = nullptr;
-  if (aoti_torch_get_dtype(like.get(), &dtype) != AOTI_TORCH_SUCCESS ||
-      aoti_torch_get_device_type(like.get(), &device_type) !=
-          AOTI_TORCH_SUCCESS ||
-      aoti_torch_empty_strided(shape.ndim, shape.sizes, strides, dtype,
-                               device_type, like.get_device_index(),
-                               &handle) != AOTI_TORCH_SUCCESS)
-    torch_call_failed("allocating the output");
-  return Tensor(handle);
-}
 
 // The strided kernels' geometry of a call: each input's strides over the
 // output's dimensions (0 where it broadcasts), size-1 dimensions dropped and
@@ -191,7 +169,8 @@ void run_elementwise(StableIValue* stack, uint64_t, uint64_t) {
   Shape shape;
   const int dtype = check_inputs(*op, in, &shape, kBackend == Backend::Meta);
   Tensor out[AtLeastOne<M>::value];
-  for (int j = 0; j < M; ++j) out[j] = empty_contiguous(shape, in[0]);
+  for (int j = 0; j < M; ++j)
+    out[j] = new_empty(in[0], shape.sizes, shape.ndim);
   if (kBackend != Backend::Meta && shape.numel() > 0) {
     bool ran = false;
 #define CEE_RUN_DTYPE(id, device_type, size, scalar_type, name)              \
