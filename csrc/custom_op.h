@@ -45,19 +45,9 @@ constexpr int dtype_of() {
 // The dtype index of `t`, refused (naming `what`) unless the op declares it.
 inline int op_dtype(const Tensor& t, const char* what) {
   const int dtype = dtype_index(t.scalar_type());
-  if (dtype < 0 || !(running_op()->dtypes & (1u << dtype))) {
-    std::string names;
-    static const char* const all[] = {
-#define CEE_DTYPE_NAME(id, device_type, size, scalar_type, name) "torch." #name,
-        CEE_FOR_EACH_DTYPE(CEE_DTYPE_NAME)
-#undef CEE_DTYPE_NAME
-    };
-    for (int d = 0; d < CEE_NUM_DTYPES; ++d)
-      if (running_op()->dtypes & (1u << d))
-        names += (names.empty() ? "" : ", ") + std::string(all[d]);
+  if (dtype < 0 || !(running_op()->dtypes & (1u << dtype)))
     fail(std::string(what) + " is " + dtype_name(t.scalar_type()) +
-         "; supported: " + names);
-  }
+         "; supported: " + dtype_names(running_op()->dtypes));
   return dtype;
 }
 

@@ -77,7 +77,9 @@ inline bool op_has_dtype(const cee::OpInfo& op, int dtype) {
          op.kernels[dtype] >= 0;  // slot 0: every op has a simple kernel
 }
 
-inline std::string supported_dtypes(const cee::OpInfo& op) {
+// "torch.float32, torch.bfloat16": the dtypes of `mask` (bit d: the core's
+// dtype d), as an error lists what an op supports.
+inline std::string dtype_names(unsigned mask) {
   static const char* const names[] = {
 #define CEE_DTYPE_NAME(id, device_type, size, scalar_type, name) "torch." #name,
       CEE_FOR_EACH_DTYPE(CEE_DTYPE_NAME)
@@ -85,9 +87,16 @@ inline std::string supported_dtypes(const cee::OpInfo& op) {
   };
   std::string out;
   for (int d = 0; d < CEE_NUM_DTYPES; ++d)
-    if (op_has_dtype(op, d))
+    if (mask & (1u << d))
       out += (out.empty() ? "" : ", ") + std::string(names[d]);
   return out;
+}
+
+inline std::string supported_dtypes(const cee::OpInfo& op) {
+  unsigned mask = 0;
+  for (int d = 0; d < CEE_NUM_DTYPES; ++d)
+    if (op_has_dtype(op, d)) mask |= 1u << d;
+  return dtype_names(mask);
 }
 
 // A call's output shape: the inputs' shapes broadcast as torch's elementwise

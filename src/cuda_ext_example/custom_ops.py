@@ -22,8 +22,6 @@ NAMESPACE = "cuda_ext_example"
 # name -> what ops.toml declares: arguments, outputs, fake, backward, reference, samples, ...
 CUSTOM: dict[str, dict] = {op["name"]: op for op in (load_build_info() or {}).get("custom_ops", [])}
 
-SCALAR_TYPES = {"float": (float, int), "int": (int,), "bool": (bool,)}
-
 
 def python_signature(op: dict) -> inspect.Signature:
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
@@ -77,15 +75,12 @@ def _compiled(op: dict, key: str, expression: str):
 
 def _check_types(op: dict, args: tuple, namespace: str) -> None:
     """A TypeError naming the first argument of the wrong type."""
+    from .ops import wrong_type
+
     for argument, value in zip(op["arguments"], args, strict=False):
-        kind, name = argument["type"], f"{namespace}.{op['name']}: {argument['name']}"
-        if kind == "Tensor" and not isinstance(value, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-        if kind != "Tensor" and (
-            not isinstance(value, SCALAR_TYPES[kind])
-            or (kind != "bool" and isinstance(value, bool))
-        ):
-            raise TypeError(f"{name} must be a Python {kind}, got {type(value).__name__}")
+        error = wrong_type(f"{namespace}.{op['name']}", argument["name"], argument["type"], value)
+        if error:
+            raise error
 
 
 def make_function(op: dict, call: Callable, namespace: str = NAMESPACE) -> type:

@@ -50,25 +50,34 @@ def _python_signature(op: dict) -> inspect.Signature:
 SCALAR_TYPES = {"float": (float, int), "int": (int,), "bool": (bool,)}
 
 
+def wrong_type(qualname: str, name: str, kind: str, value, also: str = "") -> TypeError | None:
+    """The TypeError for an argument `name` of schema type `kind` ("Tensor", "float", "int",
+    "bool") given `value`, or None where the value fits (a bool is no number here)."""
+    if kind == "Tensor":
+        fits, wanted = isinstance(value, torch.Tensor), f"a torch.Tensor{also}"
+    else:
+        number = isinstance(value, SCALAR_TYPES[kind])
+        fits = number and (kind == "bool" or not isinstance(value, bool))
+        wanted = f"a Python {kind}"
+    if fits:
+        return None
+    return TypeError(f"{qualname}: {name} must be {wanted}, got {type(value).__name__}")
+
+
 def _check_types(op: dict, args: tuple, namespace: str = NAMESPACE) -> None:
     """A TypeError naming the first argument of the wrong type (the dispatcher's own
     message names none of the op's arguments)."""
     qualname = f"{namespace}.{op['name']}"
     count = _tensor_count(op)
     for name, value in zip(op["inputs"], args[:count], strict=False):
-        if not isinstance(value, torch.Tensor):
-            also = " or a Python number" if name in op["numbers"] else ""
-            raise TypeError(
-                f"{qualname}: {name} must be a torch.Tensor{also}, got {type(value).__name__}"
-            )
+        also = " or a Python number" if name in op["numbers"] else ""
+        error = wrong_type(qualname, name, "Tensor", value, also)
+        if error:
+            raise error
     for scalar, value in zip(op["scalars"], args[count:], strict=False):
-        kind = scalar["type"]
-        if not isinstance(value, SCALAR_TYPES[kind]) or (
-            kind != "bool" and isinstance(value, bool)
-        ):
-            raise TypeError(
-                f"{qualname}: {scalar['name']} must be a Python {kind}, got {type(value).__name__}"
-            )
+        error = wrong_type(qualname, scalar["name"], scalar["type"], value)
+        if error:
+            raise error
 
 
 def _numbers_to_tensors(op: dict, args: list, namespace: str) -> None:
