@@ -25,10 +25,18 @@ pytestmark = pytest.mark.slow
 def built(exe: Path, *args: str) -> Path:
     """The harness from `make cpp` (carried to a GPU machine prebuilt), or built now."""
     if not exe.exists():
-        subprocess.run(
+        run = subprocess.run(
             ["make", "-s", "-C", ROOT, "cpp", f"CPP_OUT={exe}", f"CPP_ARGS={' '.join(args)}"],
-            check=True,
+            capture_output=True,
+            text=True,
         )
+        if run.returncode != 0:
+            pytest.fail(
+                f"{exe.relative_to(ROOT)} is missing and `make cpp` could not build it here "
+                f"(exit {run.returncode}): build it where the set-up works (make cpp "
+                f"CPP_OUT={exe.relative_to(ROOT)} CPP_ARGS='{' '.join(args)}') and bring "
+                f"build/cpp along.\n{run.stdout[-2000:]}{run.stderr[-2000:]}"
+            )
     return exe
 
 
