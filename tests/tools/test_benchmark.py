@@ -428,6 +428,10 @@ def test_write_reports(tmp_path):
     }
     assert all(p.parent == out for p in paths.values())
     assert paths["png"].read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    from PIL import Image
+
+    with Image.open(paths["png"]) as image:  # 256 colours: committed results stay small
+        assert image.mode == "P"
     assert len(rows) == len(records)
     assert [t.status for t in targets] == [MISS, PASS, MISS, PASS, PASS]
 
