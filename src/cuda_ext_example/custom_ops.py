@@ -83,12 +83,15 @@ def _check_types(op: dict, args: tuple, namespace: str) -> None:
             raise error
 
 
-def make_function(op: dict, call: Callable, namespace: str = NAMESPACE) -> type:
-    """The op as an autograd.Function, with the declared backward, its forward `call` (the
-    op below autograd): what plain autograd and torch.func transforms use (they cannot see
-    through the op's autograd kernel). vmap runs the op once per batch element (no batching
-    rule is declared); forward-mode AD raises: no tangent rule is."""
-    backward, setup_context = make_autograd(op, namespace)
+def make_function(
+    op: dict, call: Callable, autograd: tuple[Callable, Callable], namespace: str = NAMESPACE
+) -> type:
+    """The op as an autograd.Function, with make_autograd's (backward, setup_context) and
+    its forward `call` (the op below autograd): what torch.func transforms use (they cannot
+    see through the op's autograd kernel), and every call where torch lacks the private
+    checks. vmap runs the op once per batch element (no
+    batching rule is declared); forward-mode AD raises: no tangent rule is."""
+    backward, setup_context = autograd
     qualname = f"{namespace}.{op['name']}"
 
     class Function(torch.autograd.Function):
@@ -117,12 +120,12 @@ def make_function(op: dict, call: Callable, namespace: str = NAMESPACE) -> type:
     return Function
 
 
-def make_plain_function(op: dict, call: Callable, namespace: str = NAMESPACE) -> type:
+def make_plain_function(op: dict, call: Callable, autograd: tuple[Callable, Callable]) -> type:
     """make_function's twin for plain autograd: its forward saves for the backward itself,
     since an autograd.Function with a separate setup_context (which torch.func needs) makes
     torch bind the arguments to forward's signature at every call, about a quarter of a
     small training step's time here."""
-    backward, setup_context = make_autograd(op, namespace)
+    backward, setup_context = autograd
 
     class PlainFunction(torch.autograd.Function):
         @staticmethod
@@ -267,16 +270,17 @@ def register(namespace: str = NAMESPACE) -> dict[str, Callable]:
         qualname = f"{namespace}::{name}"
         overload = getattr(getattr(torch.ops, namespace), name).default
         torch.library.register_fake(qualname, make_fake(op, namespace), lib=library)
+        autograd = make_autograd(op, namespace)  # its expression compiled once for both uses
         if PRIVATE is None:  # no public call below autograd: torch.library's own autograd
-            backward, setup_context = make_autograd(op, namespace)
+            backward, setup_context = autograd
             torch.library.register_autograd(
                 qualname, backward, setup_context=setup_context, lib=library
             )
-            function = make_function(op, overload, namespace)
+            function = make_function(op, overload, autograd, namespace)
         else:
             below = below_autograd(overload, overload)
-            function = make_function(op, below, namespace)
-            plain = make_plain_function(op, below, namespace)
+            function = make_function(op, below, autograd, namespace)
+            plain = make_plain_function(op, below, autograd)
             library.impl(name, make_autograd_kernel(op, plain, below, namespace), "Autograd")
         wrappers[name] = make_wrapper(op, function, namespace)
     _FUNCTIONS[namespace] = wrappers
