@@ -1,4 +1,5 @@
-"""Device code: the ops' kernel instances -> NVRTC 12.0 / 12.9 -> SASS + PTX -> one fatbin per op.
+"""Device code: the ops' kernel instances -> NVRTC 12.0 / 12.9 -> SASS + PTX -> one fatbin per op
+and dtype.
 
 Why NVRTC: the wheel must run on every driver >= 525, so its device code must come
 from a CUDA 12 compiler, and PyPI has no CUDA 12 nvcc, only NVRTC and nvFatbin
@@ -12,13 +13,14 @@ oldest that knows it: 12.0, fetched pinned by buildtools/nvrtc_fetch.py, with it
 parallel worker processes, one per CPU: threads gained nothing (measured: NVRTC runs one
 compile at a time per process).
 
-One fatbin per op (a "library": what the launcher loads with one cuLibraryLoadData): each
-op is its own NVRTC program per target (the core's templates and only that op's rule.h),
-packed with every target into its own fatbin. The launcher loads an op's library at the first
-launch of one of its kernels, so the first call of an op costs the loading of that op's code
-alone, however many ops the wheel has. All fatbins sit in the .nv_fatbin section (where
-cuobjdump, compute-sanitizer and Nsight look), each under its hidden symbol cee_fatbin_<op>
-with its size.
+One fatbin per op and dtype (a "library": what the launcher loads with one
+cuLibraryLoadData): each is its own NVRTC program per target (the core's templates and only
+that op's rule.h, instantiated for that dtype), packed with every target into its own fatbin.
+The launcher loads a library at the first launch of one of its kernels, so the first call of
+an op in a dtype costs the loading of those few kernels alone (the driver's cost grows with
+the kernels a library holds), however many ops and dtypes the wheel has. All fatbins sit in
+the .nv_fatbin section (where cuobjdump, compute-sanitizer and Nsight look), each under its
+hidden symbol cee_fatbin_<op>_<dtype> with its size.
 
 The kernel instances come from the op declarations (buildtools/ops.py: ops/*/ops.toml and
 pyproject.toml's launch shapes); each is an NVRTC name expression, and NVRTC's lowered
@@ -74,8 +76,8 @@ def kernel_source(declared: list[ops.Op]) -> str:
         # a module id; with no external non-template function in the file that id includes
         # the compiling process's id, and the same source gives different bytes on every
         # build. One such function (never called, dropped from the cubin) makes the id a
-        # hash of the source: same commit, same bytes. Every program (one per op) has its
-        # own; each is a library of its own, so the name never clashes.
+        # hash of the source: same commit, same bytes. Every program (one per library) has
+        # its own; each is a library of its own, so the name never clashes.
         + 'extern "C" __device__ void cee_reproducible_module_id() {}\n'
     )
 
@@ -268,17 +270,25 @@ def pack_fatbin(
 
 @dataclass
 class DeviceCode:
-    fatbins: dict[str, bytes]  # library (op) name -> its fatbin, in library order
+    fatbins: dict[str, bytes]  # library (op_dtype) name -> its fatbin, in library order
     lowered: dict[str, str]  # name expression -> mangled kernel name
     compiler: str  # e.g. "NVRTC 12.0 + 12.9"
     targets: list[str] = field(default_factory=list)  # sm_XX (SASS) and compute_XX (PTX)
     compilers: dict[str, str] = field(default_factory=dict)  # target -> "NVRTC 12.0"
 
 
+def library_name(op: str, dtype: str) -> str:
+    """A library's name, also its fatbin's symbol cee_fatbin_<name>: "my_add_float32"."""
+    return f"{op}_{dtype}"
+
+
 def libraries(declared: list[ops.Op], custom: list[custom_ops.CustomOp] = ()) -> list[str]:
-    """The libraries, in the launcher's order (its library index): one per op, named after
-    it, the elementwise ops' first. A kernel instance belongs to its op's library."""
-    return [op.name for op in declared] + [op.name for op in custom]
+    """The libraries, in the launcher's order (its library index): one per op and dtype
+    (the elementwise ops' first, each op's dtypes in the core's order). A kernel instance
+    belongs to its op's library of its dtype: a call loads only the code it can run."""
+    core = [d.name for d in ops.elementwise().dtypes]
+    every = [*declared, *custom]
+    return [library_name(op.name, dtype) for op in every for dtype in core if dtype in op.dtypes]
 
 
 @dataclass(frozen=True)
@@ -363,21 +373,28 @@ def compile_kernels(
     targets: dict[str, Compiler], jobs: int | None = None
 ) -> tuple[dict[str, dict[str, bytes]], dict[str, str]]:
     """{library: {target: CUBIN (sm_XX) or PTX (compute_XX)}} and the lowered names; one
-    NVRTC compile per library (op) and target, `jobs` at a time (default: one per CPU). A
+    NVRTC compile per library (op and dtype) and target, `jobs` at a time (default: one per CPU). A
     failure raises the first failing program's error, libraries then targets in order."""
     declared, custom = every_op()
     kernels = ops.instances(declared, ops.elementwise())
-    programs = []
+    # {library: (source, its instances' expressions)}, in library order.
+    sources: dict[str, tuple[str, list[str]]] = {}
     for op in declared:
-        expressions = tuple(dict.fromkeys(k.expression for k in kernels if k.op == op.name))
         source = kernel_source([op])
-        for target, compiler in targets.items():
-            programs.append(Program(op.name, target, compiler.cuda, source, expressions))
+        for k in kernels:
+            if k.op == op.name:
+                library = library_name(op.name, k.dtype.name)
+                sources.setdefault(library, (source, []))[1].append(k.expression)
     for op in custom:
-        expressions = tuple(op.expression(*instance) for instance in op.instances())
         source = custom_kernel_source(op)
-        for target, compiler in targets.items():
-            programs.append(Program(op.name, target, compiler.cuda, source, expressions))
+        for instance in op.instances():
+            library = library_name(op.name, instance[1])
+            sources.setdefault(library, (source, []))[1].append(op.expression(*instance))
+    programs = [
+        Program(library, target, compiler.cuda, source, tuple(dict.fromkeys(expressions)))
+        for library, (source, expressions) in sources.items()
+        for target, compiler in targets.items()
+    ]
     for compiler in targets.values():  # the workers find these in compiler_for's cache
         _REGISTERED[compiler.cuda] = compiler
     # $CEE_NVRTC_JOBS=1: one at a time (to measure what the workers save).
@@ -396,8 +413,9 @@ def compile_kernels(
 
 
 def compile_device_code(targets: dict[str, str], compress: bool = False) -> DeviceCode:
-    """{target: CUDA} (e.g. {"sm_90": "12.0", "compute_120": "12.9"}) -> one fatbin per op,
-    each target from its CUDA's NVRTC (compress: only for the release gate's negative test)."""
+    """{target: CUDA} (e.g. {"sm_90": "12.0", "compute_120": "12.9"}) -> one fatbin per op and
+    dtype, each target from its CUDA's NVRTC (compress: only for the release gate's negative
+    test)."""
     compilers = {target: compiler_for(cuda) for target, cuda in targets.items()}
     images, lowered = compile_kernels(compilers)
     fatbins = {}
@@ -457,7 +475,7 @@ def generated_header(code: DeviceCode, arch_summary: str, cfg: config.BuildConfi
         "static const char* const cee_kernel_names[CEE_NUM_KERNELS] = {",
         *(f"    {c_string(code.lowered[k.expression])}," for k in kernels),
         "};",
-        "// The device-code libraries, one per op: each a fatbin of its own, embedded by",
+        "// The device-code libraries, one per op and dtype: each a fatbin of its own, embedded by",
         "// device_code.S as cee_fatbin_<name> and loaded at the first launch of one of its",
         "// kernels. X(index, name)",
         f"#define CEE_NUM_LIBRARIES {len(names)}",
@@ -469,7 +487,10 @@ def generated_header(code: DeviceCode, arch_summary: str, cfg: config.BuildConfi
         "};",
         "// Each kernel's library, by kernel index.",
         "static const int cee_kernel_libraries[CEE_NUM_KERNELS] = {",
-        *(f"    {library_of[k.op]},  // {k.op}" for k in kernels),
+        *(
+            f"    {library_of[library_name(k.op, k.dtype.name)]},  // {k.op} {k.dtype.name}"
+            for k in kernels
+        ),
         "};",
         "// X(id, NVRTC type, bytes, torch ScalarType, torch name)",
         "#define CEE_FOR_EACH_DTYPE(X) \\",
@@ -493,6 +514,7 @@ def generated_header(code: DeviceCode, arch_summary: str, cfg: config.BuildConfi
     ]
     kinds = {"float": "cee::kScalarFloat", "int": "cee::kScalarInt", "bool": "cee::kScalarBool"}
     slots = ops.FIRST_VECTOR + len(ew.vector_shapes)
+    own_shapes = ew.launch_shapes.own_ops()
     for op in declared:
         table = [-1] * (slots * len(ew.dtypes))
         for index, k in enumerate(kernels):
@@ -520,7 +542,9 @@ def generated_header(code: DeviceCode, arch_summary: str, cfg: config.BuildConfi
             f"{len(op.outputs)}, {mutated}u, cee_scalar_names_{op.name}, "
             f"cee_scalar_kinds_{op.name}, {len(op.scalars)}, cee_scalar_samples_{op.name}, "
             f"{tolerance}, "
-            f"{'true' if op.kernel == 'vectorized' else 'false'}, cee_kernels_{op.name}}};",
+            f"{'true' if op.kernel == 'vectorized' else 'false'}, "
+            f"{own_shapes.index(op.name) if op.name in own_shapes else -1}, "
+            f"cee_kernels_{op.name}}};",
         ]
     lines += _custom_op_tables(custom, elementwise_count, dtype_index)
     lines += [
@@ -597,7 +621,7 @@ def fatbin_assembly(fatbins: dict[str, Path]) -> str:
 def write_device_code(
     out_dir: Path, targets: dict[str, str], arch_summary: str, compress: bool = False
 ) -> DeviceCode:
-    """Writes fatbin/<library>.fatbin (one per op), device_code.S (embeds them) and
+    """Writes fatbin/<library>.fatbin (one per op and dtype), device_code.S (embeds them) and
     cee_generated.h (the op table), plus source/<library>.cu (what NVRTC compiled, to
     read)."""
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import config
@@ -78,22 +78,29 @@ class GpuTable:
     measured: str  # provenance: which GPU, driver, torch, date, measurement file
     # number of inputs -> element bytes (ANY_ELEMENT: any) -> rules, first fitting wins
     rules: dict[int, dict[int, tuple[Rule, ...]]]
+    # An op measured on its own (heavier math than the op its number of inputs was measured
+    # with): op name -> element bytes -> rules, taken before the inputs-N lists.
+    op_rules: dict[str, dict[int, tuple[Rule, ...]]] = field(default_factory=dict)
 
-    def rules_for(self, inputs: int, element_bytes: int) -> tuple[Rule, ...]:
-        """The list for `inputs` inputs of `element_bytes`-byte elements: for the number of
-        inputs and then the element size, the largest listed up to it, else the smallest
-        (a 1-byte dtype takes the 2-byte list, an 8-byte one the 4-byte list)."""
-        by_element = self.rules[_nearest_listed(self.rules, inputs)]
+    def rules_for(self, inputs: int, element_bytes: int, op: str | None = None) -> tuple[Rule, ...]:
+        """The list for `op` (its own, if this table has one), else for `inputs` inputs of
+        `element_bytes`-byte elements: for the number of inputs and then the element size,
+        the largest listed up to it, else the smallest (a 1-byte dtype takes the 2-byte list,
+        an 8-byte one the 4-byte list)."""
+        by_element = self.op_rules.get(op) or self.rules[_nearest_listed(self.rules, inputs)]
         return by_element[_nearest_listed(by_element, element_bytes)]
 
-    def shape_for(self, inputs: int, element_bytes: int, nbytes: int) -> Shape:
-        for rule in self.rules_for(inputs, element_bytes):
+    def shape_for(
+        self, inputs: int, element_bytes: int, nbytes: int, op: str | None = None
+    ) -> Shape:
+        for rule in self.rules_for(inputs, element_bytes, op):
             if rule.up_to_bytes is None or nbytes <= rule.up_to_bytes:
                 return rule.shape
         raise AssertionError("the last rule takes any size")  # checked on load
 
     def every_rule(self) -> list[Rule]:
-        return [rule for lists in self.rules.values() for rules in lists.values() for rule in rules]
+        lists = [*self.rules.values(), *self.op_rules.values()]
+        return [rule for by_element in lists for rules in by_element.values() for rule in rules]
 
 
 @dataclass(frozen=True)
@@ -101,11 +108,18 @@ class LaunchShapes:
     candidates: tuple[Shape, ...]
     tables: tuple[GpuTable, ...]  # the default first
 
-    def used_for(self, inputs: int, element_bytes: int) -> set[Shape]:
-        """The shapes any table can give an op of `inputs` inputs and `element_bytes`-byte
+    def used_for(self, inputs: int, element_bytes: int, op: str | None = None) -> set[Shape]:
+        """The shapes any table can give `op`, of `inputs` inputs and `element_bytes`-byte
         elements: the instances it needs (the rest would never run)."""
         inputs = min(inputs, MAX_INPUTS)
-        return {r.shape for table in self.tables for r in table.rules_for(inputs, element_bytes)}
+        return {
+            r.shape for table in self.tables for r in table.rules_for(inputs, element_bytes, op)
+        }
+
+    def own_ops(self) -> list[str]:
+        """The ops some table has lists of their own for, sorted (their index in the
+        generated header's per-op lists)."""
+        return sorted({op for table in self.tables for op in table.op_rules})
 
     def compiled(self, with_candidates: bool | None = None) -> tuple[Shape, ...]:
         """Every shape the build compiles, sorted: all the tables name (and, in a tuning
@@ -165,30 +179,43 @@ def _rules(where: str, rows: list) -> tuple[Rule, ...]:
     return tuple(rules)
 
 
+OP_PREFIX = "op-"  # an op's own lists: op-my_gelu.element-2 = [...]
+
+
+def _by_element(where: str, key: str, value) -> dict[int, tuple[Rule, ...]]:
+    """KEY = [...] (any element size) or KEY.element-E = [...] per element size."""
+    if isinstance(value, list):
+        return {ANY_ELEMENT: _rules(f"{where} {key}", value)}
+    lists = {}
+    for element, rows in value.items():
+        e = element.removeprefix("element-")
+        if not element.startswith("element-") or not e.isdigit() or int(e) not in ELEMENT_BYTES:
+            raise LaunchShapeError(f"{where}: unknown key {key}.{element}; {key}.element-E "
+                                   f"with E one of {ELEMENT_BYTES} (bytes)")  # fmt: skip
+        lists[int(e)] = _rules(f"{where} {key}.{element}", rows)
+    if not lists:
+        raise LaunchShapeError(f"{where}: {key} lists nothing")
+    return lists
+
+
 def _table(name: str, data: dict, where: str) -> GpuTable:
     rules: dict[int, dict[int, tuple[Rule, ...]]] = {}
+    op_rules: dict[str, dict[int, tuple[Rule, ...]]] = {}
     for key, value in data.items():
         if key == "measured":
+            continue
+        op = key.removeprefix(OP_PREFIX)
+        if key.startswith(OP_PREFIX) and op.isidentifier():
+            op_rules[op] = _by_element(where, key, value)
             continue
         n = key.removeprefix("inputs-")
         if not key.startswith("inputs-") or not n.isdigit() or not 1 <= int(n) <= MAX_INPUTS:
             raise LaunchShapeError(f"{where}: unknown key {key!r}; inputs-1 .. inputs-{MAX_INPUTS}"
-                                   " or measured")  # fmt: skip
-        if isinstance(value, list):  # inputs-N = [...]: any element size
-            rules[int(n)] = {ANY_ELEMENT: _rules(f"{where} {key}", value)}
-            continue
-        rules[int(n)] = {}
-        for element, rows in value.items():  # inputs-N.element-E = [...]
-            e = element.removeprefix("element-")
-            if not element.startswith("element-") or not e.isdigit() or int(e) not in ELEMENT_BYTES:
-                raise LaunchShapeError(f"{where}: unknown key {key}.{element}; {key}.element-E "
-                                       f"with E one of {ELEMENT_BYTES} (bytes)")  # fmt: skip
-            rules[int(n)][int(e)] = _rules(f"{where} {key}.{element}", rows)
-        if not rules[int(n)]:
-            raise LaunchShapeError(f"{where}: {key} lists nothing")
+                                   f", {OP_PREFIX}<op name> or measured")  # fmt: skip
+        rules[int(n)] = _by_element(where, key, value)
     if not rules:
         raise LaunchShapeError(f"{where}: no inputs-N list")
-    return GpuTable(name, str(data.get("measured", "")), rules)
+    return GpuTable(name, str(data.get("measured", "")), rules, op_rules)
 
 
 def load(path: Path = TABLE_FILE) -> LaunchShapes:
@@ -215,7 +242,8 @@ def load(path: Path = TABLE_FILE) -> LaunchShapes:
 def c_tables(shapes: LaunchShapes, compiled: tuple[Shape, ...]) -> list[str]:
     """The generated header's lines: the compiled shapes and the per-GPU rule lists, each
     rule naming its shape by index into cee_vector_shapes, one list per number of inputs
-    and element size (resolved here, so the launcher only indexes)."""
+    and element size, and per op with lists of its own (resolved here, so the launcher only
+    indexes)."""
     index = {shape: i for i, shape in enumerate(compiled)}
     lines = [
         f"#define CEE_NUM_VECTOR_SHAPES {len(compiled)}",
@@ -237,21 +265,44 @@ def c_tables(shapes: LaunchShapes, compiled: tuple[Shape, ...]) -> list[str]:
         + ", ".join(map(str, ELEMENT_BYTES))
         + "};",
     ]
+
+    def rule_array(name: str, rules: tuple[Rule, ...]) -> str:
+        rows = ", ".join(
+            f"{{{-1 if r.up_to_bytes is None else r.up_to_bytes}, {index[r.shape]}}}" for r in rules
+        )
+        lines.append(f"static const cee::ShapeRule {name}[] = {{{rows}}};")
+        return name
+
+    own_ops = shapes.own_ops()
+    lines += [
+        "// The ops with lists of their own in some table (OpInfo.own_shapes indexes these).",
+        f"#define CEE_NUM_OWN_SHAPE_OPS {len(own_ops)}",
+        "static const char* const cee_own_shape_ops[CEE_NUM_OWN_SHAPE_OPS + 1] = {"
+        + "".join(f"{c_string(op)}, " for op in own_ops)
+        + "nullptr};",
+    ]
     entries = []
     for t, table in enumerate(shapes.tables):
         lists = []
         for inputs in range(1, MAX_INPUTS + 1):
-            names = []
-            for element in ELEMENT_BYTES:
-                name = f"cee_shape_rules_{t}_{inputs}_{element}"
-                rows = ", ".join(
-                    f"{{{-1 if r.up_to_bytes is None else r.up_to_bytes}, {index[r.shape]}}}"
-                    for r in table.rules_for(inputs, element)
-                )
-                lines.append(f"static const cee::ShapeRule {name}[] = {{{rows}}};")
-                names.append(name)
+            names = [
+                rule_array(f"cee_shape_rules_{t}_{inputs}_{element}",
+                           table.rules_for(inputs, element))
+                for element in ELEMENT_BYTES
+            ]  # fmt: skip
             lists.append("{" + ", ".join(names) + "}")
-        entries.append(f"    {{{c_string(table.gpu)}, {{{', '.join(lists)}}}}},")
+        # [own op * element sizes]: the op's own list in this table, or nullptr (inputs-N's).
+        own = [
+            rule_array(f"cee_shape_rules_{t}_op{j}_{element}", table.rules_for(1, element, op))
+            if op in table.op_rules else "nullptr"
+            for j, op in enumerate(own_ops)
+            for element in ELEMENT_BYTES
+        ]  # fmt: skip
+        own_name = "nullptr"
+        if own:
+            own_name = f"cee_op_shape_rules_{t}"
+            lines.append(f"static const cee::ShapeRule* const {own_name}[] = {{{', '.join(own)}}};")
+        entries.append(f"    {{{c_string(table.gpu)}, {{{', '.join(lists)}}}, {own_name}}},")
     lines += [
         "// The first table is the default (any GPU not listed by name).",
         f"#define CEE_NUM_LAUNCH_TABLES {len(shapes.tables)}",

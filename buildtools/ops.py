@@ -516,7 +516,7 @@ def instances(ops: list[Op], ew: Elementwise) -> list[Instance]:
                 continue
             # Only the shapes a table can pick for this op (a tuning build: every one).
             tuning = os.environ.get("CEE_TUNING_CANDIDATES", "") == "1"
-            used = ew.launch_shapes.used_for(len(op.inputs), dtype.size)
+            used = ew.launch_shapes.used_for(len(op.inputs), dtype.size, op.name)
             for i, s in enumerate(ew.vector_shapes):
                 if s not in used and not tuning:
                     continue

@@ -42,13 +42,17 @@ inline int element_size_index(int element_bytes) {
 
 // The vector shape (index into cee_vector_shapes) a table gives an op of
 // `inputs` inputs of `element_bytes`-byte elements whose tensors are `bytes`
-// bytes each. A pure function of the table and the sizes: tests call it
-// through the Python module with no GPU.
-inline int choose_vector_shape(int table, int inputs, int element_bytes,
-                               int64_t bytes) {
+// bytes each: the op's own list if the table has one (`own`: OpInfo's
+// own_shapes, -1 for none), else the inputs' list. A pure function of the
+// table and the sizes: tests call it through the Python module with no GPU.
+inline int choose_vector_shape(int table, int own, int inputs,
+                               int element_bytes, int64_t bytes) {
+  const LaunchTable& t = cee_launch_tables[table];
+  const int element = element_size_index(element_bytes);
   const ShapeRule* rule =
-      cee_launch_tables[table]
-          .rules[inputs - 1][element_size_index(element_bytes)];
+      own >= 0 && t.op_rules ? t.op_rules[own * CEE_NUM_ELEMENT_SIZES + element]
+                             : nullptr;
+  if (!rule) rule = t.rules[inputs - 1][element];
   while (rule->up_to_bytes >= 0 && bytes > rule->up_to_bytes) ++rule;
   return rule->shape;
 }
@@ -96,9 +100,9 @@ inline int pick_slot(const OpInfo& op, int dtype, const void* const* data,
   const int streams =
       op.num_inputs < CEE_MAX_INPUTS ? op.num_inputs : CEE_MAX_INPUTS;
   if (shape < 0)
-    shape =
-        choose_vector_shape(launch_table_of_device(device), streams,
-                            cee_dtype_sizes[dtype], n * cee_dtype_sizes[dtype]);
+    shape = choose_vector_shape(launch_table_of_device(device), op.own_shapes,
+                                streams, cee_dtype_sizes[dtype],
+                                n * cee_dtype_sizes[dtype]);
   const int access = cee_vector_shapes[shape].access_bytes;
   // A forced shape no table gives this op has no instance: the simple kernel.
   bool ok =

@@ -9,7 +9,7 @@
 //   every op
 //
 // After each op it checks that the launcher has loaded the libraries of the
-// ops run so far (one per op), and no other.
+// ops run so far (one per op and dtype), and no other.
 //
 // Exit codes: 0 all correct, 1 a mismatch (or a library loaded that no call
 // used), 2 a CUDA error (message printed).
@@ -201,18 +201,16 @@ void use_device_zero() {
   check(set_current(ctx), "cuCtxSetCurrent");
 }
 
-// The library (one per op) that holds the op's kernels.
-int library_of(const cee::OpInfo& op) {
-  for (int i = 0; i < (1 + CEE_NUM_VECTOR_SHAPES) * CEE_NUM_DTYPES; ++i)
-    if (op.kernels[i] >= 0) return cee_kernel_libraries[op.kernels[i]];
-  return -1;
-}
-
-// After `op` ran: the launcher has loaded its library and those of the ops
-// before it (`used`), and no other; returns 1 if not (printed), else 0.
-int64_t check_libraries(const cee::OpInfo& op, bool* used) {
-  const int library = library_of(op);
-  if (library >= 0) used[library] = true;
+// After `op` ran in its dtypes (float32 only if `one`): the launcher has
+// loaded their libraries (one per op and dtype) and those of the ops before it
+// (`used`), and no other; returns 1 if not (printed), else 0.
+int64_t check_libraries(const cee::OpInfo& op, bool* used, bool one) {
+  const int slots = cee::kFirstVectorSlot + CEE_NUM_VECTOR_SHAPES;
+  for (int i = 0; i < slots * CEE_NUM_DTYPES; ++i) {
+    const bool ran = !one || i % CEE_NUM_DTYPES == CEE_DTYPE_FLOAT32;
+    if (ran && op.kernels[i] >= 0)
+      used[cee_kernel_libraries[op.kernels[i]]] = true;
+  }
   int64_t wrong = 0;
   for (int i = 0; i < cee_num_libraries(); ++i) {
     if (cee_library_loaded(i) == (used[i] ? 1 : 0)) continue;
@@ -272,7 +270,7 @@ int main(int argc, char** argv) {
   bool used[CEE_NUM_LIBRARIES] = {};
 #define CEE_RUN_OP(name, signature, schema)                   \
   wrong += run_op<signature>(cee_op_##name, rng, sizes, one); \
-  wrong += check_libraries(cee_op_##name, used);
+  wrong += check_libraries(cee_op_##name, used, one);
   CEE_FOR_EACH_OP(CEE_RUN_OP)
 #undef CEE_RUN_OP
   std::printf("%s: %lld wrong elements\n", wrong ? "FAILED" : "OK",

@@ -12,13 +12,14 @@
 //   cuGetProcAddress asking for CUDA 12.0 behaviour, the oldest driver we
 //   promise, through the versioned PFN_*_vNNNNN types of cudaTypedefs.h (a test
 //   checks each against the CUDA 12.0 driver API).
-// - the device code is one library per op (a fatbin of its own, every target
-//   in it; cee_generated.h says which library each kernel is in). A library
-//   is loaded with cuLibraryLoadData at the first launch of one of its
-//   kernels, once per process (its own Once: a failed load keeps its error),
-//   and serves every device (context-independent). So the first call of an
-//   op loads that op's code only: its cost does not grow with the number of
-//   ops in the wheel (cold start).
+// - the device code is one library per op and dtype (a fatbin of its own,
+//   every target in it; cee_generated.h says which library each kernel is
+//   in). A library is loaded with cuLibraryLoadData at the first launch of one
+//   of its kernels, once per process (its own Once: a failed load keeps its
+//   error), and serves every device (context-independent). So the first call
+//   of an op in a dtype loads those few kernels only: its cost does not grow
+//   with the number of ops and dtypes in the wheel (cold start), and the
+//   driver's loading cost grows with the kernels a library holds.
 // - a launch runs in the primary context of the tensors' device. torch has
 //   made it current already (device guard); if not (another thread, the
 //   harness), it is pushed for the launch and popped again, so the caller's
@@ -102,8 +103,8 @@ struct Once {
   char error[512] = {0};
 };
 
-// One library of device code (one op's fatbin), loaded at the first launch of
-// one of its kernels.
+// One library of device code (one op's fatbin for one dtype), loaded at the
+// first launch of one of its kernels.
 struct Library {
   Once step;
   CUlibrary handle = nullptr;  // set by step

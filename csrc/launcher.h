@@ -52,10 +52,10 @@ void* cee_cuda_entry_point(const char* name, char* err, size_t err_len);
 // "SASS sm_75 sm_80 ...; PTX compute_120 (NVRTC 12.0 + 12.9)".
 const char* cee_cuda_arch_list(void);
 
-// The libraries of device code (one per op, each its own fatbin, loaded at the
-// first launch of one of its kernels): how many, the name of one (NULL out of
-// range), and whether this process has loaded it (1) or not (0). What tests
-// read to see that a first call loads its own op's library only.
+// The libraries of device code (one per op and dtype, each its own fatbin,
+// loaded at the first launch of one of its kernels): how many, the name of one
+// (NULL out of range), and whether this process has loaded it (1) or not (0).
+// What tests read to see that a first call loads its own library only.
 int cee_num_libraries(void);
 const char* cee_library_name(int library);
 int cee_library_loaded(int library);

@@ -25,10 +25,13 @@ struct ShapeRule {
 
 // The launch-shape table of one GPU (by the driver's device name; the first
 // table is the default): rules[inputs - 1][element size: 1, 2, 4, 8 bytes],
-// the first fitting rule wins.
+// the first fitting rule wins; op_rules[own op * 4 + element size]: the list
+// of an op measured on its own (OpInfo.own_shapes), nullptr where this table
+// has none (the op takes its inputs-N list).
 struct LaunchTable {
   const char* gpu;
   const ShapeRule* rules[3][4];
+  const ShapeRule* const* op_rules;
 };
 
 // The kinds of scalar arguments (ScalarValues: real for float, integer for
@@ -57,6 +60,8 @@ struct OpInfo {
   // {rtol, atol} per dtype (torch.testing's), or nullptr: equal bit for bit.
   const double (*tolerance)[2];
   bool vectorized;
+  // Its index among the ops with launch-shape lists of their own, or -1.
+  int own_shapes;
   // kernels[slot * CEE_NUM_DTYPES + dtype]: the launcher's kernel index, -1
   // where the op has no such dtype.
   const int* kernels;

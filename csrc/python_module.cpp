@@ -2,9 +2,9 @@
 // initializers register the ops with torch (ops.cpp). Its functions expose the
 // launch-shape choice (elementwise_launch.h), which has no torch op: what tests
 // check with no GPU, and what the tuning command forces; and which libraries of
-// device code (one per op) the launcher has loaded, for the cold-start tests.
-// Py_LIMITED_API: the module uses only the stable Python ABI, so the wheel is
-// abi3.
+// device code (one per op and dtype) the launcher has loaded, for the
+// cold-start tests. Py_LIMITED_API: the module uses only the stable Python ABI,
+// so the wheel is abi3.
 #ifndef Py_LIMITED_API
 #error "build with -DPy_LIMITED_API=0x030A0000 (see buildtools/build_ext.py)"
 #endif
@@ -36,14 +36,19 @@ PyObject* py_vector_shapes(PyObject*, PyObject*) {
   return list;
 }
 
-// launch_shape(gpu_name, inputs, element_bytes, bytes_per_tensor)
-//   -> (table, shape index)
+// launch_shape(gpu_name, inputs, element_bytes, bytes_per_tensor[, op])
+//   -> (table, shape index); op: an op's name, for its own lists if any
 PyObject* py_launch_shape(PyObject*, PyObject* args) {
   const char* gpu = nullptr;
+  const char* op = "";
   int inputs = 0, element_bytes = 0;
   long long bytes = 0;
-  if (!PyArg_ParseTuple(args, "siiL", &gpu, &inputs, &element_bytes, &bytes))
+  if (!PyArg_ParseTuple(args, "siiL|s", &gpu, &inputs, &element_bytes, &bytes,
+                        &op))
     return nullptr;
+  int own = -1;
+  for (int i = 0; i < CEE_NUM_OWN_SHAPE_OPS; ++i)
+    if (strcmp(cee_own_shape_ops[i], op) == 0) own = i;
   if (inputs < 1 || inputs > CEE_MAX_INPUTS || element_bytes < 1 || bytes < 0) {
     PyErr_Format(PyExc_ValueError,
                  "launch_shape: inputs must be 1..%d, element_bytes >= 1 and "
@@ -54,7 +59,7 @@ PyObject* py_launch_shape(PyObject*, PyObject* args) {
   const int table = cee::launch_table_for(gpu);
   return Py_BuildValue(
       "(si)", cee_launch_tables[table].gpu,
-      cee::choose_vector_shape(table, inputs, element_bytes, bytes));
+      cee::choose_vector_shape(table, own, inputs, element_bytes, bytes));
 }
 
 // force_launch_shape(index): every vectorized launch of this process takes
@@ -74,7 +79,7 @@ PyObject* py_force_launch_shape(PyObject*, PyObject* args) {
 }
 
 // libraries([loaded_only]) -> [name, ...]: the device-code libraries (one per
-// op), or only those this process has loaded.
+// op and dtype), or only those this process has loaded.
 PyObject* py_libraries(PyObject*, PyObject* args) {
   int loaded_only = 0;
   if (!PyArg_ParseTuple(args, "|p", &loaded_only)) return nullptr;
@@ -98,15 +103,15 @@ PyMethodDef cee_methods[] = {
      "The compiled launch shapes: [(access bytes, block, per thread, load), "
      "...]"},
     {"launch_shape", py_launch_shape, METH_VARARGS,
-     "launch_shape(gpu_name, inputs, element_bytes, bytes_per_tensor) -> "
-     "(table, shape index): the shape the launcher takes"},
+     "launch_shape(gpu_name, inputs, element_bytes, bytes_per_tensor[, op]) "
+     "-> (table, shape index): the shape the launcher takes"},
     {"force_launch_shape", py_force_launch_shape, METH_VARARGS,
      "force_launch_shape(index): every vectorized launch takes this shape "
      "(-1: the per-GPU tables); for tuning and tests"},
     {"libraries", py_libraries, METH_VARARGS,
      "libraries([loaded_only]) -> [name, ...]: the device-code libraries "
-     "(one per op, each loaded at the first launch of one of its kernels), or "
-     "those this process has loaded; for tests"},
+     "(one per op and dtype, each loaded at the first launch of one of its "
+     "kernels), or those this process has loaded; for tests"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -98,8 +98,8 @@ def patchelf(so: Path, *args: str) -> Path:
 
 def nv_fatbin_without(so: Path, library: str, sass_arch: str | None = None) -> Path:
     """The extension with its .nv_fatbin rewritten (objcopy --update-section): without the
-    fatbin of `library` (an op), or with that fatbin but without its SASS for `sass_arch`
-    ('sm_90')."""
+    fatbin of `library` (an op and dtype: "my_add_float32"), or with that fatbin but without
+    its SASS for `sass_arch` ('sm_90')."""
     data = binary_info.section_data(so, ".nv_fatbin")
     section = b""
     for fatbin in binary_info.fatbins(data):

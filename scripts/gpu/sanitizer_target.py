@@ -1,11 +1,13 @@
 """What `compute-sanitizer` checks (memcheck, racecheck, initcheck): every declared op
 over each of its dtypes, odd sizes, unaligned offsets, the largest sizes and a broadcast call
-(the strided kernel), in-place ops included, each op's library (its fatbin) loaded at the
-op's first call under the tool; the ops that are not elementwise over sizes from one element
-to rows longer than a block's registers hold (their shared-memory reductions for racecheck).
+(the strided kernel), in-place ops included, each op's library for a dtype (its fatbin)
+loaded at the op's first call in that dtype under the tool; the ops that are not elementwise
+over sizes from one element to rows longer than a block's registers hold (their shared-memory
+reductions for racecheck).
 
 Inputs are made on the CPU and copied over, so initcheck sees them written.
-Exits non-zero on a wrong result, or when an op's first call loaded another op's library.
+Exits non-zero on a wrong result, or when an op's first call in a dtype loaded another library
+than its own.
 """
 
 import sys
@@ -33,6 +35,17 @@ LARGEST = [(1 << 26) + 5]
 wrong = 0
 
 
+def check_loaded(name, dtype, before):
+    """The calls since `before` (the libraries loaded then) loaded the op's library of that
+    dtype, and no other."""
+    global wrong
+    loaded = set(_C.libraries(True)) - before
+    own = f"{name}_{str(dtype).removeprefix('torch.')}"
+    if loaded != {own}:  # one library per op and dtype, loaded at its first call
+        print(f"WRONG {name} {dtype}: its first calls loaded the libraries {sorted(loaded)}")
+        wrong += 1
+
+
 def check(name, op, tensors, label):
     """Ours on the GPU against the reference on the CPU (the same values)."""
     global wrong
@@ -46,8 +59,8 @@ def check(name, op, tensors, label):
 
 
 for name, op in DECLARATIONS.items():
-    before = set(_C.libraries(True))
     for dtype in (getattr(torch, d) for d in op["dtypes"]):
+        before = set(_C.libraries(True))
         for n in SIZES + (LARGEST if dtype in (torch.float32, torch.int8) else []):
             for offset in (0, 1, 2, 3):  # 2: 8- but not 16-byte aligned for float32
                 full = sample_inputs(op, n + offset, "cpu", dtype)
@@ -57,24 +70,18 @@ for name, op in DECLARATIONS.items():
         if not op["mutates"] and len(full) > 1:
             full[-1] = full[-1][:1]
         check(name, op, [x.t() if not op["mutates"] else x for x in full], f"{dtype} strided")
-    loaded = set(_C.libraries(True)) - before
-    if loaded != {name}:  # one library per op, loaded at its first call
-        print(f"WRONG {name}: its first calls loaded the libraries {sorted(loaded)}")
-        wrong += 1
+        check_loaded(name, dtype, before)
 # The ops that are not elementwise, on their declared samples: n is their size (a row's
 # length for a norm), from one element to more than a block's registers hold.
 for name, op in CUSTOM.items():
-    before = set(_C.libraries(True))
     for dtype in (getattr(torch, d) for d in op["dtypes"]):
+        before = set(_C.libraries(True))
         for n in (1, 7, 300, 1024, 4099, 8192, 16384, 30000, 70000):
             problem = check_one(cuda_ext_example, name, "cuda", dtype, n)
             if problem:
                 print(f"WRONG {name} {dtype} n={n}: {problem}")
                 wrong += 1
-    loaded = set(_C.libraries(True)) - before
-    if loaded != {name}:
-        print(f"WRONG {name}: its first calls loaded the libraries {sorted(loaded)}")
-        wrong += 1
+        check_loaded(name, dtype, before)
 torch.cuda.synchronize()
 print(f"sanitizer target: {wrong} wrong results")
 sys.exit(1 if wrong else 0)

@@ -2,7 +2,7 @@
 
 Shared by the wheel tests, the release gates and `python -m scripts.inspect`.
 ELF facts come from pyelftools (requirements/test.in; installed with auditwheel).
-The device code is read from the embedded fatbins themselves (one per op: fatbins):
+The device code is read from the embedded fatbins themselves (one per op and dtype: fatbins):
 cuobjdump 13.x stops with "Invalid ELF" at the sm_90 cubin of NVRTC 12.0 (nvdisasm reads
 it), so the listing, the CUDA of each cubin and the compression flags do not depend on it.
 SASS is disassembled by NVIDIA's nvdisasm, one cubin at a time.
@@ -137,7 +137,7 @@ def find_cuda_tool(name: str) -> str | None:
 # Layout (as nvcc and nvFatbin write it; NVIDIA documents no struct, fatbinary_section.h
 # only the wrapper): a 16-byte header (magic, version, header size, size of the entries),
 # then entries, each a header followed by its payload (a cubin or PTX text). A .nv_fatbin
-# section holds one fatbin after the other, 8-byte aligned: the build embeds one per op
+# section holds one fatbin after the other, 8-byte aligned: the build embeds one per op and dtype
 # (buildtools/device_code.py), each entry named after its op (nvFatbin's identifier, which
 # cuobjdump prints as my_add.sm_90.cubin), under the symbol cee_fatbin_<op>.
 FATBIN_MAGIC = 0xBA55ED50
@@ -160,7 +160,7 @@ class FatbinEntry:
     arch: str  # "sm_90"
     flags: int
     payload: bytes
-    name: str = ""  # the entry's identifier: the build's is its library (op)
+    name: str = ""  # the entry's identifier: the build's is its library (op_dtype)
 
     @property
     def compressed(self) -> bool:
@@ -189,7 +189,7 @@ class FatbinEntry:
 
 @dataclass(frozen=True)
 class Fatbin:
-    """One fatbin of a .nv_fatbin section: the build's are one library (op) each."""
+    """One fatbin of a .nv_fatbin section: the build's are one library (op and dtype) each."""
 
     offset: int  # in the section
     size: int  # header and entries
@@ -243,7 +243,7 @@ def fatbin_entries(data: bytes) -> list[FatbinEntry]:
 
 
 def embedded_fatbins(path: Path) -> list[Fatbin]:
-    """The fatbins of the binary's .nv_fatbin section: one per library (op)."""
+    """The fatbins of the binary's .nv_fatbin section: one per library (op and dtype)."""
     data = section_data(path, ".nv_fatbin")
     if data is None:
         raise RuntimeError(f"{Path(path).name} has no .nv_fatbin section (no device code)")

@@ -2,7 +2,7 @@
 
 What a built binary (a wheel, or the extension .so itself) really contains:
 device code per architecture and the CUDA version that compiled each cubin (read from
-the embedded fatbins: one per op, each listed with its size and targets), whether any
+the embedded fatbins: one per op and dtype, each listed with its size and targets), whether any
 entry is compressed, the vectorized loads in PTX/SASS
 (SASS through nvdisasm), dynamic symbols, DT_NEEDED, newest GLIBC/GLIBCXX versions, and
 the torch shim symbols with the oldest torch that provides each.
@@ -93,12 +93,12 @@ def report_device_code(so: Path, out) -> None:
 
 
 def report_libraries(so: Path, code: dict[str, list[str]], out) -> None:
-    """One line per embedded fatbin (the launcher's libraries, one per op, named by their
+    """One line per embedded fatbin (the launcher's libraries, one per op and dtype, named by their
     entries' identifier): its size, its targets where they differ from the whole's."""
     found = binary_info.embedded_fatbins(so)
     symbols = binary_info.fatbin_symbols(so)
-    print(f"libraries: {len(found)} fatbins in .nv_fatbin, one per op, each loaded at the "
-          "first call of its op", file=out)  # fmt: skip
+    print(f"libraries: {len(found)} fatbins in .nv_fatbin, one per op and dtype, each loaded "
+          "at the first call of its op in its dtype", file=out)  # fmt: skip
     for index, fatbin in enumerate(found):
         sass, ptx = fatbin.archs("sass"), fatbin.archs("ptx")
         targets = (

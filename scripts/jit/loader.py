@@ -5,8 +5,8 @@
     ops.my_fast_add(a, b)                          # torch.ops.cuda_ext_example_jit.*
 
 The same sources and the same path as the wheel: the device code is compiled by
-NVRTC at run time (buildtools/device_code.py) into one cubin per op (the wheel's
-libraries, one per op) for this machine's GPU, and the host code (ops + driver-API
+NVRTC at run time (buildtools/device_code.py) into one cubin per library (the
+wheel's: one per op and dtype) for this machine's GPU, and the host code (ops + driver-API
 launcher) by torch's own C++ toolchain (torch.utils.cpp_extension), with each cubin as its
 library's device image. NVRTC comes
 from $CEE_NVRTC, the PyPI CUDA packages torch installed (libnvrtc.so.12 or .13), or the

@@ -113,8 +113,8 @@ def gate_abi3_tag(wheel: Path, cfg: config.BuildConfig) -> None:
 
 
 def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
-    """The device code the wheel promises, per library: one fatbin per declared op in
-    .nv_fatbin (the launcher loads an op's own at its first call), each with every SASS
+    """The device code the wheel promises, per library: one fatbin per declared op and
+    dtype in .nv_fatbin (the launcher loads each at its first call), each with every SASS
     arch and the PTX of pyproject.toml."""
     want_sass = [f"sm_{a}" for a in cfg.sass_archs]
     want_ptx = [f"sm_{cfg.ptx_arch}"]
@@ -139,11 +139,11 @@ def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
         raise GateFailure(
             "device-code",
             f"{EXTENSION}'s .nv_fatbin holds the fatbins {names}; ops/*/ops.toml declares "
-            f"one per op, {declared}: no fatbin for {missing or 'none'}, unexpected "
+            f"one per op and dtype, {declared}: no fatbin for {missing or 'none'}, unexpected "
             f"{sorted(set(extra)) or 'none'}",
             "rebuild with make wheel: buildtools/device_code.py packs one fatbin per declared "
-            "op (each entry named after its op) and device_code.S embeds every one; a fatbin "
-            "the launcher lacks fails that op's first call on every GPU",
+            "op and dtype (each entry named after it) and device_code.S embeds every one; a "
+            "fatbin the launcher lacks fails that op's first call in that dtype on every GPU",
         )
     short = []
     for name, fatbin in zip(names, fatbins, strict=True):
@@ -156,9 +156,9 @@ def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
     if short:
         raise GateFailure(
             "device-code",
-            f"{EXTENSION}: " + "; ".join(short) + f"; every op's promised SASS {want_sass} "
-            f"and PTX {want_ptx}",
-            fix + ": every op's fatbin gets every target",
+            f"{EXTENSION}: " + "; ".join(short) + f"; every library's promised SASS "
+            f"{want_sass} and PTX {want_ptx}",
+            fix + ": every fatbin gets every target",
         )
 
 
@@ -674,7 +674,7 @@ def record_vs_binary(record: dict, so: Path, torch_include: Path) -> list[str]:
 
 
 def _targets_vs_record(record: dict, fatbins: list[binary_info.Fatbin]) -> list[str]:
-    """The record's SASS archs and PTX against every embedded fatbin (one per op); a
+    """The record's SASS archs and PTX against every embedded fatbin (one per op and dtype); a
     disagreement is said once, with the fatbins it holds for."""
     ptx = str(record.get("ptx_arch")).replace("compute_", "sm_")
     found: dict[str, list[str]] = {}

@@ -1,4 +1,4 @@
-"""python -m scripts.tune measure [--out DIR] [--quick] [--rounds N]
+"""python -m scripts.tune measure [--out DIR] [--quick] [--rounds N] [--ops OP...]
                                                       on a GPU, with a tuning wheel
                                                       (make tune-wheel) installed
 python -m scripts.tune table [MEASUREMENTS...]        here: rewrites
@@ -34,6 +34,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="rounds per cell (default: 5)",
     )
+    m.add_argument(
+        "--ops",
+        nargs="+",
+        metavar="OP",
+        help="measure these ops' own lists (op-<name> in the table) instead of inputs-N's",
+    )
     t = sub.add_parser("table", help="derive tuning/launch_shapes.toml from measurements")
     t.add_argument("csv", nargs="*", type=Path, help=f"default: every {MEASUREMENTS}/*.csv")
     t.add_argument(
@@ -45,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "measure":
         from .measure import measure
 
-        return measure(args.out, quick=args.quick, rounds=args.rounds)
+        return measure(args.out, quick=args.quick, rounds=args.rounds, ops=args.ops)
     from .derive import write_table
 
     paths = args.csv or sorted(MEASUREMENTS.glob("*.csv"))

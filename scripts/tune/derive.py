@@ -31,6 +31,7 @@ from buildtools.launch_shapes import (
     DEFAULT,
     DEFAULT_LOAD,
     LOADS,
+    OP_PREFIX,
     TABLE_FILE,
     LaunchShapeError,
     Rule,
@@ -70,10 +71,18 @@ class Measurement:
     # the shape's own median ms. Either way one cell's are all of one kind.
     time: float
     spread: float = 0.0  # (largest - smallest round) / median, as a fraction
+    # Which list it measures: "" for its number of inputs' (inputs-N), or an op's own
+    # ("op-my_gelu": an op with heavier math, measured on its own).
+    table: str = ""
 
     @property
     def element_bytes(self) -> int:
         return DTYPES[self.dtype].size
+
+    @property
+    def group(self) -> int | str:
+        """The table's list it decides: its number of inputs, or "op-<name>"."""
+        return self.table if self.table.startswith(OP_PREFIX) else self.inputs
 
 
 def parse_shape(label: str) -> Shape:
@@ -101,9 +110,10 @@ def read_measurements(path: Path) -> list[Measurement]:
             time, spread = float(row["vs_reference"]), float(row["vs_reference_spread_pct"])
         else:  # a CSV without the reference ratio
             time, spread = float(row["ms"]), float(row["spread_pct"])
+        table = row.get("table") or ""  # absent in the CSVs of before the ops' own lists
         out.append(Measurement(row["gpu"], provenance, int(row["inputs"]), row["dtype"],
                                int(row["bytes"]), parse_shape(row["shape"]), time,
-                               spread / 100))  # fmt: skip
+                               spread / 100, table))  # fmt: skip
     return out
 
 
@@ -119,15 +129,16 @@ class Cell:
 def slowdowns(
     measurements: list[Measurement], allowed: set[Shape] | None = None, per_gpu: bool = False
 ) -> dict[tuple, Cell]:
-    """(inputs, element bytes, bytes) (with per_gpu: (gpu, inputs, element bytes, bytes)) ->
-    each shape's worst slowdown over the GPUs and dtypes measured there."""
+    """(group, element bytes, bytes) (with per_gpu: (gpu, group, element bytes, bytes)) ->
+    each shape's worst slowdown over the GPUs and dtypes measured there; the group is the
+    number of inputs or an op's own list (Measurement.group)."""
     cells: dict[tuple, dict[Shape, Measurement]] = defaultdict(dict)
     for m in measurements:
-        cells[(m.gpu, m.inputs, m.dtype, m.nbytes)][m.shape] = m
+        cells[(m.gpu, m.group, m.dtype, m.nbytes)][m.shape] = m
     out: dict[tuple, Cell] = {}
-    for (gpu, inputs, dtype, nbytes), times in cells.items():
+    for (gpu, group, dtype, nbytes), times in cells.items():
         best = min(m.time for m in times.values())
-        key = (inputs, DTYPES[dtype].size, nbytes)
+        key = (group, DTYPES[dtype].size, nbytes)
         cell = out.setdefault((gpu, *key) if per_gpu else key, Cell({}, 0.0))
         for shape, m in times.items():
             cell.spread = max(cell.spread, m.spread)
@@ -169,11 +180,12 @@ def choose(cell: Cell, previous: Shape | None) -> Shape:
 
 
 def rules(
-    measurements: list[Measurement], inputs: int, element_bytes: int, carried: set[Shape]
+    measurements: list[Measurement], group: int | str, element_bytes: int, carried: set[Shape]
 ) -> tuple[Rule, ...]:
+    """The list of `group` (a number of inputs, or "op-<name>") for one element size."""
     by_size = {
-        nb: cell for (n, e, nb), cell in slowdowns(measurements, carried).items()
-        if (n, e) == (inputs, element_bytes)
+        nb: cell for (g, e, nb), cell in slowdowns(measurements, carried).items()
+        if (g, e) == (group, element_bytes)
     }  # fmt: skip
     chosen: list[tuple[int, Shape]] = []
     previous = None
@@ -190,16 +202,32 @@ def rules(
 
 
 def tables(
-    measurements: list[Measurement], carried: set[Shape]
-) -> dict[int, dict[int, tuple[Rule, ...]]]:
-    """inputs -> element bytes -> rules; one list (ANY_ELEMENT) where every size agrees."""
-    out: dict[int, dict[int, tuple[Rule, ...]]] = {}
-    for inputs in sorted({m.inputs for m in measurements}):
-        elements = sorted({m.element_bytes for m in measurements if m.inputs == inputs})
-        by_element = {e: rules(measurements, inputs, e, carried) for e in elements}
+    measurements: list[Measurement], carried: set[Shape] | dict
+) -> dict[int | str, dict[int, tuple[Rule, ...]]]:
+    """group (inputs, or "op-<name>") -> element bytes -> rules; one list (ANY_ELEMENT)
+    where every size agrees. `carried`: the shapes to choose from, or one set per group
+    family (carried_per_family)."""
+    out: dict[int | str, dict[int, tuple[Rule, ...]]] = {}
+    groups = sorted({m.group for m in measurements}, key=lambda g: (isinstance(g, str), str(g)))
+    for group in groups:
+        shapes = carried[_family(group)] if isinstance(carried, dict) else carried
+        elements = sorted({m.element_bytes for m in measurements if m.group == group})
+        by_element = {e: rules(measurements, group, e, shapes) for e in elements}
         same = len(set(by_element.values())) == 1
-        out[inputs] = {ANY_ELEMENT: by_element[elements[0]]} if same else by_element
+        out[group] = {ANY_ELEMENT: by_element[elements[0]]} if same else by_element
     return out
+
+
+def _family(group: int | str) -> str:
+    """The inputs-N lists share their carried shapes (every op compiles them); an op's own
+    list carries its own (only that op compiles them)."""
+    return group if isinstance(group, str) else "inputs"
+
+
+def carried_per_family(measurements: list[Measurement]) -> dict[str, set[Shape]]:
+    """Each family's carried shapes, picked over its own cells."""
+    families = sorted({_family(m.group) for m in measurements})
+    return {f: carried_shapes([m for m in measurements if _family(m.group) == f]) for f in families}
 
 
 def _rule_rows(rules_: tuple[Rule, ...]) -> str:
@@ -213,11 +241,12 @@ def _rule_rows(rules_: tuple[Rule, ...]) -> str:
     return "\n".join(rows)
 
 
-def _table_text(header: str, measured: str, lists: dict[int, dict[int, tuple[Rule, ...]]]) -> str:
+def _table_text(header: str, measured: str, lists: dict) -> str:
     lines = [header, f"measured = {_toml_string(measured)}"]
-    for inputs, by_element in sorted(lists.items()):
+    for group, by_element in lists.items():
         for element, rules_ in sorted(by_element.items()):
-            key = f"inputs-{inputs}" + ("" if element == ANY_ELEMENT else f".element-{element}")
+            name = group if isinstance(group, str) else f"inputs-{group}"
+            key = name + ("" if element == ANY_ELEMENT else f".element-{element}")
             lines += [f"{key} = [", _rule_rows(rules_), "]"]
     return "\n".join(lines) + "\n"
 
@@ -266,7 +295,7 @@ def table_text(measurements: list[Measurement], preamble: str) -> str:
     gpus = sorted({m.gpu for m in measurements})
     sources = sorted({m.provenance.split(": ")[1] for m in measurements})
     parts = [preamble]
-    carried = carried_shapes(measurements)
+    carried = carried_per_family(measurements)
     parts.append(_table_text(f"\n[{DEFAULT}]", "least worst slowdown over " + ", ".join(gpus)
                              + " (" + ", ".join(sources) + ")",
                              tables(measurements, carried)))  # fmt: skip
@@ -278,14 +307,16 @@ def table_text(measurements: list[Measurement], preamble: str) -> str:
 
 
 def latest_per_gpu(paths: list[Path]) -> list[Measurement]:
-    """Every measurement of the newest file per GPU (files are named <gpu>-<date>.csv)."""
-    newest: dict[str, tuple[str, list[Measurement]]] = {}
+    """Every measurement of the newest file per GPU and list (files are named
+    <gpu>-<date>.csv; an op measured on its own later keeps the inputs-N measurements)."""
+    newest: dict[tuple, tuple[str, list[Measurement]]] = {}
     for path in paths:
         rows = read_measurements(path)
-        for gpu in {m.gpu for m in rows}:
-            date = max(m.provenance.split(", ")[-1] for m in rows if m.gpu == gpu)
-            if gpu not in newest or date > newest[gpu][0]:
-                newest[gpu] = (date, [m for m in rows if m.gpu == gpu])
+        for key in {(m.gpu, m.group) for m in rows}:
+            mine = [m for m in rows if (m.gpu, m.group) == key]
+            date = max(m.provenance.split(", ")[-1] for m in mine)
+            if key not in newest or date > newest[key][0]:
+                newest[key] = (date, mine)
     return [m for _, rows in newest.values() for m in rows]
 
 

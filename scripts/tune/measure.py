@@ -1,6 +1,8 @@
 """Times every compiled launch shape of the vectorized kernel on this GPU, for each number of
-inputs the declared ops have, in float32 and bfloat16, at tensor sizes of 64 KiB .. 1 GiB;
-next to the op's torch reference and a copy that moves the same bytes, for context.
+inputs the declared ops have (or, with --ops, for those ops' own lists: an op whose math is
+heavier than an add's, GELU's tanh, wants other shapes), in float32 and bfloat16, at tensor
+sizes of 64 KiB .. 1 GiB; next to the op's torch reference and a copy that moves the same
+bytes, for context.
 
 Method (scripts/bench/timing.py's): triton.testing.do_bench (CUDA events, L2 flushed
 before each call), in each round one do_bench over the shapes called in turn
@@ -27,13 +29,13 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from buildtools.launch_shapes import Shape, load
+from buildtools.launch_shapes import OP_PREFIX, Shape, load
 from scripts.bench.report import slug, spread_pct
 from scripts.bench.timing import Settings, interleaved_ms, size_matched_copy
 from scripts.gpu.facts import benchmark_facts
 
 COLUMNS = ("gpu", "driver", "torch", "date", "inputs", "op", "dtype", "bytes", "shape", "ms",
-           "spread_pct", "vs_reference", "vs_reference_spread_pct")  # fmt: skip
+           "spread_pct", "vs_reference", "vs_reference_spread_pct", "table")  # fmt: skip
 DTYPES = ("float32", "bfloat16")
 LOG2_BYTES = range(16, 31)  # bytes of one tensor: 64 KiB .. 1 GiB
 QUICK_LOG2_BYTES = (16, 22, 28)
@@ -54,6 +56,21 @@ def vectorized_ops() -> dict[int, dict]:
     return dict(sorted(found.items()))
 
 
+def lists_to_measure(names: list[str] | None) -> list[tuple[str, dict]]:
+    """[(table list, op)]: each number of inputs' list, timed on its first vectorized op; or,
+    given op names, each op's own list (an op with heavier math than that first op)."""
+    from cuda_ext_example.ops import DECLARATIONS
+
+    if not names:
+        return [(f"inputs-{n}", op) for n, op in vectorized_ops().items()]
+    vectorized = [n for n, op in DECLARATIONS.items() if op["kernel"] == "vectorized"]
+    unknown = [n for n in names if n not in vectorized]
+    if unknown:
+        raise SystemExit(f"scripts.tune measure: --ops {', '.join(unknown)}: not a declared op "
+                         f"with the vectorized kernel; one of {', '.join(vectorized)}")  # fmt: skip
+    return [(f"{OP_PREFIX}{n}", DECLARATIONS[n]) for n in names]
+
+
 def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: Settings):
     """{shape label: [ms per round]} for one op, dtype and size.
 
@@ -65,6 +82,7 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
     import torch
 
     from cuda_ext_example import _C
+    from cuda_ext_example.op_checks import difference
     from cuda_ext_example.op_checks import reference as reference_of
 
     run = getattr(torch.ops.cuda_ext_example, op["name"]).default
@@ -92,12 +110,13 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
             impls[REFERENCE] = (-1, forced(-1, functools.partial(reference, *inputs)))
             # A copy that moves what the op moves: its inputs and its output.
             impls[COPY] = (-1, forced(-1, size_matched_copy(inputs[0], len(inputs) + 1)))
-            if round_ == 0:
-                expected = reference(*inputs)
+            if round_ == 0:  # bit for bit, or within the op's declared tolerance
+                expected = (reference(*inputs),)
                 for label, (index, call) in impls.items():
-                    if index >= 0 and not torch.equal(call(), expected):
+                    problem = index >= 0 and difference(op, (call(),), expected)
+                    if problem:
                         raise SystemExit(f"shape {label} of {op['name']} {dtype} n={n} differs "
-                                         f"from {op['reference']}")  # fmt: skip
+                                         f"from {op['reference']}: {problem}")  # fmt: skip
                 del expected
             calls = {label: call for label, (_, call) in impls.items()}
             for label, ms in interleaved_ms(calls, settings).items():
@@ -124,7 +143,9 @@ def vs_reference(times: dict[str, list[float]]) -> dict[str, tuple[float, float]
     return out
 
 
-def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> int:
+def measure(
+    out_dir: Path, quick: bool = False, rounds: int | None = None, ops: list[str] | None = None
+) -> int:
     import torch
 
     if not torch.cuda.is_available():
@@ -141,18 +162,21 @@ def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> in
             "`make tune-wheel` to time them all",
             file=sys.stderr,
         )
+    lists = lists_to_measure(ops)
     now = datetime.now(timezone.utc)
     facts = benchmark_facts(now)
     gpu = facts["GPU"]  # the GPU measured, the current device
     rounds = 1 if quick else ROUNDS if rounds is None else rounds
     settings = Settings(5, 20, rounds=rounds)
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{slug(gpu)}-{now:%Y-%m-%d}.csv"
+    # An op's own lists go to a file of their own: the GPU's inputs-N file stays.
+    path = out_dir / f"{slug(gpu)}-{'-'.join(ops) + '-' if ops else ''}{now:%Y-%m-%d}.csv"
     print("\n".join(f"{k}: {v}" for k, v in facts.items()), flush=True)
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(COLUMNS)
-        for inputs, op in vectorized_ops().items():
+        for table, op in lists:
+            inputs = len(op["inputs"])
             for dtype in DTYPES:
                 for log2 in QUICK_LOG2_BYTES if quick else LOG2_BYTES:
                     times = time_cell(op, dtype, 2**log2, compiled, settings)
@@ -163,7 +187,7 @@ def measure(out_dir: Path, quick: bool = False, rounds: int | None = None) -> in
                         writer.writerow([gpu, facts["driver"], torch.__version__, f"{now:%Y-%m-%d}",
                                          inputs, op["name"], dtype, 2**log2, label, f"{ms:.6f}",
                                          f"{spread:.2f}", f"{ratio:.5f}",
-                                         f"{ratio_spread * 100:.2f}"])  # fmt: skip
+                                         f"{ratio_spread * 100:.2f}", table])  # fmt: skip
                     winner = min(relative, key=lambda label: relative[label][0])
                     print(f"  {op['name']:<12} {dtype:<9} 2^{log2} B  best {winner:<26} "
                           f"{relative[winner][0]:.4f}x the reference's time",

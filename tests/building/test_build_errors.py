@@ -135,7 +135,7 @@ def test_kernels_compile_with_both_nvrtcs():
     for cuda in ("12.0", "12.9"):
         compilers = {t: device_code.compiler_for(cuda) for t in targets}
         libraries, lowered = device_code.compile_kernels(compilers)
-        images = libraries["my_add"]
+        images = libraries["my_add_bfloat16"]
         assert images["sm_70"][:4] == images["sm_90"][:4] == b"\x7fELF"
         assert "cee::elementwise_simple<cee_rule_add::Signature, __nv_bfloat16>" in lowered
         assert b"cvt.rn.bf16.f32" not in images["compute_70"], cuda

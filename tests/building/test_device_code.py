@@ -1,5 +1,5 @@
 """The device-code build itself (buildtools/device_code.py): same source, same bytes; one
-library (NVRTC program, fatbin) per op."""
+library (NVRTC program, fatbin) per op and dtype."""
 
 from __future__ import annotations
 
@@ -141,33 +141,37 @@ def test_two_rules_may_name_their_helpers_alike(tmp_path):
     )  # fmt: skip
 
 
-def test_one_library_per_op_holding_its_own_kernels_only():
-    # Each op is its own NVRTC program (the core's templates and that op's rule.h) and its
-    # own fatbin: the first call of an op loads that op's kernels alone. A kernel two ops
-    # share (my_add's simple kernel is my_fast_add's too) is in both.
+def test_one_library_per_op_and_dtype_holding_its_own_kernels_only():
+    # Each op and dtype is its own NVRTC program (the core's templates and that op's rule.h)
+    # and its own fatbin: the first call of an op in a dtype loads those kernels alone. A
+    # kernel two ops share (my_add's simple kernel is my_fast_add's too) is in both.
     from buildtools import device_code
     from scripts.inspect import binary_info
 
-    declared = device_code.ops.declared_ops()
+    declared, custom = device_code.every_op()
     kernels = device_code.ops.instances(declared, device_code.ops.elementwise())
     images, lowered = device_code.compile_kernels({"sm_90": device_code.compiler_for("12.9")})
-    custom = device_code.every_op()[1]
     assert list(images) == device_code.libraries(declared, custom)
+    own: dict[str, set[str]] = {}
     for op in custom:  # its own kernels, every instance the declaration lists
-        own = {lowered[op.expression(*i)] for i in op.instances()}
-        found = {n for n in binary_info.cubin_kernels(images[op.name]["sm_90"]) if "$" not in n}
-        assert found == own, op.name
+        for i in op.instances():
+            library = device_code.library_name(op.name, i[1])
+            own.setdefault(library, set()).add(lowered[op.expression(*i)])
+    for k in kernels:
+        library = device_code.library_name(k.op, k.dtype.name)
+        own.setdefault(library, set()).add(lowered[k.expression])
+    assert set(own) == set(images)
+    for library, names in own.items():
+        found = {n for n in binary_info.cubin_kernels(images[library]["sm_90"]) if "$" not in n}
+        assert found == names, library  # not the math library's subroutines ("$...")
     for op in declared:
-        own = {lowered[k.expression] for k in kernels if k.op == op.name}
-        found = {n for n in binary_info.cubin_kernels(images[op.name]["sm_90"]) if "$" not in n}
-        assert found == own, op.name  # not the math library's subroutines ("$...")
         source = device_code.kernel_source([op])
         assert source.count("/rule.h") == 1 and op.rule_header in source
 
 
-def test_each_fatbin_is_named_after_its_op(tmp_path):
-    # nvFatbin's identifier of every entry is the library's (op's) name: what cuobjdump
-    # prints (my_add.sm_90.cubin) and what the gates and inspect read from the section.
+def test_each_fatbin_is_named_after_its_library(tmp_path):
+    # nvFatbin's identifier of every entry is the library's name (op_dtype): what cuobjdump
+    # prints (my_add_float32.sm_90.cubin) and what the gates and inspect read from the section.
     from buildtools import device_code
     from scripts.inspect import binary_info
 

@@ -1,7 +1,7 @@
-"""One library of device code per op: the generated table gives each kernel its op's library,
-and the built binary's .nv_fatbin holds one fatbin per op with that op's kernels only, so the
-launcher's first call of an op loads that op's code alone (csrc/launcher.cpp). What a fresh
-process loads on a GPU: tests/ops/test_first_call.py."""
+"""One library of device code per op and dtype: the generated table gives each kernel its
+library, and the built binary's .nv_fatbin holds one fatbin per op and dtype with those kernels
+only, so the launcher's first call of an op in a dtype loads that code alone
+(csrc/launcher.cpp). What a fresh process loads on a GPU: tests/ops/test_first_call.py."""
 
 from __future__ import annotations
 
@@ -22,12 +22,27 @@ def c_array(header: str, name: str) -> list[str]:
     return [item.strip() for item in re.sub(r"//[^\n]*", "", body).split(",") if item.strip()]
 
 
-def test_generated_table_maps_each_kernel_to_its_ops_library():
+def library_kernels(declared, custom) -> list[tuple[str, str]]:
+    """(library, expression) of every kernel instance, in the launcher's kernel order."""
+    kernels = [
+        (device_code.library_name(k.op, k.dtype.name), k.expression)
+        for k in ops.instances(declared, ops.elementwise())
+    ]
+    kernels += [
+        (device_code.library_name(op.name, i[1]), op.expression(*i))
+        for op in custom
+        for i in op.instances()
+    ]
+    return kernels
+
+
+def test_generated_table_maps_each_kernel_to_its_library():
     # No NVRTC needed: the table from the declarations, with made-up lowered names.
     declared, custom = device_code.every_op()
-    kernels = [(k.op, k.expression) for k in ops.instances(declared, ops.elementwise())]
-    kernels += [(op.name, op.expression(*i)) for op in custom for i in op.instances()]
-    every = [op.name for op in declared] + [op.name for op in custom]
+    kernels = library_kernels(declared, custom)
+    every = device_code.libraries(declared, custom)
+    assert "my_add_float32" in every and "my_rms_norm_bfloat16" in every
+    assert len(every) == sum(len(op.dtypes) for op in [*declared, *custom])
     code = device_code.DeviceCode(
         {name: b"" for name in every},
         {expression: f"lowered_{i}" for i, (_, expression) in enumerate(kernels)},
@@ -39,13 +54,13 @@ def test_generated_table_maps_each_kernel_to_its_ops_library():
     assert f"#define CEE_NUM_LIBRARIES {len(every)}" in header
     library_of = [int(i) for i in c_array(header, "cee_kernel_libraries")]
     assert len(library_of) == len(kernels) > len(every)
-    assert [names[i] for i in library_of] == [op for op, _ in kernels]
+    assert [names[i] for i in library_of] == [library for library, _ in kernels]
     for index, name in enumerate(every):  # what device_code.S's symbols are named after
         assert f"  X({index}, {name}) \\" in header
 
 
 def test_the_table_refuses_device_code_of_other_libraries():
-    # One fatbin for every op (the layout before one library per op) is not this table's.
+    # One fatbin for every op (the layout before libraries per op) is not this table's.
     code = device_code.DeviceCode({"all_ops": b""}, {}, "NVRTC test")
     with pytest.raises(device_code.DeviceCodeError, match=r"libraries \['all_ops'\], not"):
         device_code.generated_header(code, "test", config.load(dev_spec=""))
@@ -61,25 +76,26 @@ def extension():
 
 
 @pytest.mark.wheel
-def test_nv_fatbin_holds_one_fatbin_per_op_with_its_own_kernels(extension):
+def test_nv_fatbin_holds_one_fatbin_per_op_and_dtype_with_its_own_kernels(extension):
     declared, custom = device_code.every_op()
-    kernels = ops.instances(declared, ops.elementwise())
     fatbins = binary_info.embedded_fatbins(extension)
     assert [f.name for f in fatbins] == device_code.libraries(declared, custom)
     sass = BUILD_INFO["sass_archs"]
     ptx = [BUILD_INFO["ptx_arch"].replace("compute_", "sm_")] if BUILD_INFO["ptx_arch"] else []
     for fatbin in fatbins:
         assert fatbin.archs("sass") == sass and fatbin.archs("ptx") == ptx, fatbin.name
-    by_name = {fatbin.name: fatbin for fatbin in fatbins}
-    owners = [(op, {k.expression for k in kernels if k.op == op.name}) for op in declared]
-    owners += [(op, {op.expression(*i) for i in op.instances()}) for op in custom]
-    for op, own in owners:
-        for entry in by_name[op.name].entries:
+    own: dict[str, set[str]] = {}
+    for library, expression in library_kernels(declared, custom):
+        own.setdefault(library, set()).add(expression)
+    folder = {device_code.library_name(op.name, d): op.folder
+              for op in [*declared, *custom] for d in op.dtypes}  # fmt: skip
+    for fatbin in fatbins:
+        for entry in fatbin.entries:
             if entry.kind != "sass":
                 continue
             # the kernels, not the math library's subroutines ("$...$__cuda_sm20_...")
             found = {n for n in binary_info.cubin_kernels(entry.payload) if "$" not in n}
-            assert len(found) == len(own), (op.name, entry.arch)
+            assert len(found) == len(own[fatbin.name]), (fatbin.name, entry.arch)
             # NVRTC's names carry the folder's namespace: "<len>cee_rule_<folder>"
-            namespace = f"cee_rule_{op.folder}"
-            assert all(f"{len(namespace)}{namespace}" in name for name in found), op.name
+            namespace = f"cee_rule_{folder[fatbin.name]}"
+            assert all(f"{len(namespace)}{namespace}" in name for name in found), fatbin.name

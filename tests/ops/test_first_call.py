@@ -1,5 +1,5 @@
 """The first CUDA call of a process, in each place it can happen: the launcher opens
-libcuda.so.1 and loads the op's library (its fatbin) right there (never at import), so
+libcuda.so.1 and loads the op's library for the dtype (its fatbin) right there (never at import), so
 each case runs in a fresh process with nothing warmed up."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def check(out, a, b):
     torch.cuda.synchronize()
     assert torch.equal(out, torch.add(a, b)), "wrong result"
 def loaded():
-    return _C.libraries(True)  # the device-code libraries (one per op) loaded so far
+    return _C.libraries(True)  # the device-code libraries (op_dtype) loaded so far
 """
 
 
@@ -52,15 +52,16 @@ def test_first_call_inside_graph_capture(op, loading):
         assert loaded() == []
         with torch.cuda.graph(graph):  # the launcher's first call ever: load + launch
             out = {op}(a, b)
-        assert loaded() == ["{op}"], loaded()  # its own library only
+        assert loaded() == ["{op}_float32"], loaded()  # its own library only
         a.copy_(torch.randn(1 << 20, device="cuda"))
         graph.replay()
         check(out, a, b)
-        # every other kernel was loaded by that first call too: a new dtype, captured again
+        # a new dtype's first call loads its library inside capture too
         x = torch.randn(4099, device="cuda").half(); y = torch.randn(4099, device="cuda").half()
         graph2 = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph2):
             z = {op}(x, y)
+        assert loaded() == ["{op}_float16", "{op}_float32"], loaded()
         graph2.replay()
         check(z, x, y)
         """,
@@ -69,29 +70,35 @@ def test_first_call_inside_graph_capture(op, loading):
 
 
 @pytest.mark.parametrize("op", cuda_ext_example.OP_NAMES)
-def test_first_call_loads_its_own_ops_library_only(op):
-    # One library (fatbin) per op, loaded at the first launch of one of its kernels: the
-    # first call of an op costs the loading of that op's code, however many ops there are.
+def test_first_call_loads_its_own_library_only(op):
+    # One library (fatbin) per op and dtype, loaded at the first launch of one of its
+    # kernels: the first call of an op costs the loading of that op's code for that dtype,
+    # however many ops and dtypes there are.
     others = [name for name in cuda_ext_example.OP_NAMES if name != op]
     run_fresh(
         f"""
         from cuda_ext_example.op_checks import EVERY_OP, check_one
-        def call(name, n):
+        def first_dtype(name):
             dtypes = EVERY_OP[name]["dtypes"]
-            first = "float32" if "float32" in dtypes else dtypes[0]
-            problem = check_one(cuda_ext_example, name, "cuda", getattr(torch, first), n)
+            return "float32" if "float32" in dtypes else dtypes[0]
+        def call(name, n):
+            dtype = getattr(torch, first_dtype(name))
+            problem = check_one(cuda_ext_example, name, "cuda", dtype, n)
             torch.cuda.synchronize()
             return problem
-        assert _C.libraries() == {list(cuda_ext_example.OP_NAMES)!r}, _C.libraries()
+        every = [f"{{name}}_{{d}}" for name in cuda_ext_example.OP_NAMES
+                 for d in EVERY_OP[name]["dtypes"]]
+        assert sorted(_C.libraries()) == sorted(every), _C.libraries()
         torch.cuda.synchronize()
         assert loaded() == [], loaded()  # torch's CUDA work loads none of ours
         problem = call("{op}", 4099)
-        assert loaded() == ["{op}"], loaded()
+        assert loaded() == [f"{op}_{{first_dtype('{op}')}}"], loaded()
         assert problem is None, problem
         for other in {others!r}:  # each other op's first call loads its own library
             call(other, 10)
-            assert other in loaded(), (other, loaded())
-        assert sorted(loaded()) == sorted(_C.libraries())
+            assert f"{{other}}_{{first_dtype(other)}}" in loaded(), (other, loaded())
+        firsts = [f"{{name}}_{{first_dtype(name)}}" for name in cuda_ext_example.OP_NAMES]
+        assert sorted(loaded()) == sorted(firsts), loaded()
         """
     )
 

@@ -38,17 +38,47 @@ def test_the_wheel_compiles_every_shape_the_tables_name(compiled):
     assert [Shape(*s) for s in compiled.vector_shapes()] == list(TABLES.compiled(False))
 
 
+def vectorized_ops() -> list[str]:
+    from cuda_ext_example.ops import DECLARATIONS
+
+    return [name for name, op in DECLARATIONS.items() if op["kernel"] == "vectorized"]
+
+
 @pytest.mark.parametrize("table", TABLES.tables, ids=[t.gpu for t in TABLES.tables])
 @pytest.mark.parametrize("inputs", [1, 2, 3])
 @pytest.mark.parametrize("element_bytes", launch_shapes.ELEMENT_BYTES)
 def test_compiled_choice_is_the_tables(compiled, table, inputs, element_bytes):
     shapes = [Shape(*s) for s in compiled.vector_shapes()]
     gpu = table.gpu if table.gpu != launch_shapes.DEFAULT else "a GPU nobody measured"
-    for nbytes in sizes_around(table.rules_for(inputs, element_bytes)):
-        name, index = compiled.launch_shape(gpu, inputs, element_bytes, nbytes)
-        assert name == table.gpu
-        expected = table.shape_for(inputs, element_bytes, nbytes)
-        assert shapes[index] == expected, (gpu, inputs, element_bytes, nbytes)
+    # No op: the inputs-N list; each vectorized op: its own list where the table has one.
+    for op in [None, *vectorized_ops()]:
+        for nbytes in sizes_around(table.rules_for(inputs, element_bytes, op)):
+            args = (gpu, inputs, element_bytes, nbytes) + ((op,) if op else ())
+            name, index = compiled.launch_shape(*args)
+            assert name == table.gpu
+            expected = table.shape_for(inputs, element_bytes, nbytes, op)
+            assert shapes[index] == expected, (gpu, op, inputs, element_bytes, nbytes)
+
+
+def test_an_op_may_have_lists_of_its_own(tmp_path):
+    # An op with heavier math (GELU's tanh) measured on its own: its lists come first, the
+    # other ops keep their inputs-N list; only that op compiles its own shapes.
+    path = tmp_path / "launch_shapes.toml"
+    path.write_text(
+        "[default]\ninputs-1 = [{access = 16, block = 256, per-thread = 4}]\n"
+        "op-my_gelu.element-2 = [{up-to-bytes = 4096, access = 8, block = 256, per-thread = 1},"
+        " {access = 16, block = 128, per-thread = 1}]\n"
+    )
+    tables = launch_shapes.load(path)
+    (table,) = tables.tables
+    assert tables.own_ops() == ["my_gelu"]
+    assert table.shape_for(1, 2, 4096, "my_gelu") == Shape(8, 256, 1)
+    assert table.shape_for(1, 2, 4097, "my_gelu") == Shape(16, 128, 1)
+    assert table.shape_for(1, 2, 4096, "my_square") == Shape(16, 256, 4)
+    assert table.shape_for(1, 2, 4096) == Shape(16, 256, 4)
+    assert tables.used_for(1, 2, "my_gelu") == {Shape(8, 256, 1), Shape(16, 128, 1)}
+    assert tables.used_for(1, 2, "my_square") == {Shape(16, 256, 4)}
+    assert len(tables.compiled(False)) == 3
 
 
 def test_the_measured_tables_differ_by_element_size():
@@ -89,6 +119,12 @@ def test_bad_arguments_are_refused(compiled):
         ("[default]\ninputs-1 = [{access = 16, block = 1056, per-thread = 1}]\n", "block 1056"),
         ("[default]\ninputs-1 = [{access = 16, block = 16, per-thread = 1}]\n", "block 16"),
         ("[default]\ninputs-9 = [{access = 16, block = 256, per-thread = 1}]\n", "inputs-9"),
+        ("[default]\ninputs-1 = [{access = 16, block = 256, per-thread = 1}]\n"
+         "op-my-gelu = [{access = 16, block = 256, per-thread = 1}]\n",
+         "unknown key 'op-my-gelu'; inputs-1 .. inputs-3, op-<op name> or measured"),
+        ("[default]\ninputs-1 = [{access = 16, block = 256, per-thread = 1}]\n"
+         "op-my_gelu.element-3 = [{access = 16, block = 256, per-thread = 1}]\n",
+         "op-my_gelu.element-3"),
         ("[default]\ninputs-1.element-3 = [{access = 16, block = 256, per-thread = 1}]\n",
          "inputs-1.element-3"),
         ("[default]\ninputs-1.bytes-4 = [{access = 16, block = 256, per-thread = 1}]\n",

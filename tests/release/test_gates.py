@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from buildtools.toolchain import torch_paths
-from cuda_ext_example import OP_NAMES
+from cuda_ext_example import BUILD_INFO
 from scripts.inspect import binary_info
 from scripts.release import gates as release_gates
 from scripts.release import wheel_files, wheel_metadata
@@ -74,28 +74,28 @@ def test_refuses_missing_fatbin(good_wheel, tmp_path):
     assert "arch list of pyproject.toml" in failure.fix
 
 
-def test_refuses_nv_fatbin_without_an_ops_fatbin(good_wheel, tmp_path):
-    # One fatbin per op, each loaded at its op's first call: without my_square's, every
-    # first call of my_square fails on every GPU.
-    so = nv_fatbin_without(extension_copy(good_wheel, tmp_path), "my_square")
-    left = [name for name in OP_NAMES if name != "my_square"]
+def test_refuses_nv_fatbin_without_a_librarys_fatbin(good_wheel, tmp_path):
+    # One fatbin per op and dtype, each loaded at that first call: without
+    # my_square_bfloat16's, every first call of my_square in bfloat16 fails on every GPU.
+    so = nv_fatbin_without(extension_copy(good_wheel, tmp_path), "my_square_bfloat16")
+    left = [name for name in BUILD_INFO["libraries"] if name != "my_square_bfloat16"]
     assert [f.name for f in binary_info.embedded_fatbins(so)] == left
     failure = run_gates_until_refused(repack(good_wheel, tmp_path, replace_so=so))
     assert failure.gate == "device-code"
     assert f"holds the fatbins {left}" in failure.reason
-    assert "no fatbin for ['my_square']" in failure.reason
-    assert "one fatbin per declared op" in failure.fix
+    assert "no fatbin for ['my_square_bfloat16']" in failure.reason
+    assert "one fatbin per declared op and dtype" in failure.fix
 
 
-def test_refuses_an_ops_fatbin_without_a_target(good_wheel, tmp_path):
-    # Every op's fatbin needs every target: the other ops' sm_90 does not serve my_fast_add.
-    so = nv_fatbin_without(extension_copy(good_wheel, tmp_path), "my_fast_add", "sm_90")
+def test_refuses_a_librarys_fatbin_without_a_target(good_wheel, tmp_path):
+    # Every fatbin needs every target: the other libraries' sm_90 does not serve this one.
+    so = nv_fatbin_without(extension_copy(good_wheel, tmp_path), "my_fast_add_float32", "sm_90")
     failure = run_gates_until_refused(repack(good_wheel, tmp_path, replace_so=so))
     assert failure.gate == "device-code"
-    assert "my_fast_add's fatbin carries SASS" in failure.reason
+    assert "my_fast_add_float32's fatbin carries SASS" in failure.reason
     assert "(missing SASS: ['sm_90'])" in failure.reason
-    assert "my_add's" not in failure.reason  # the others are whole
-    assert "every op's fatbin gets every target" in failure.fix
+    assert "my_fast_add_float16's" not in failure.reason  # the others are whole
+    assert "every fatbin gets every target" in failure.fix
 
 
 def test_refuses_grafted_torch_library(good_wheel, tmp_path):

@@ -103,15 +103,18 @@ def test_coldstart_wheel_refuses_a_bad_count_in_one_line():
 
 
 @pytest.mark.release
-def test_coldstart_wheel_holds_one_fatbin_per_op(tmp_path):
+def test_coldstart_wheel_holds_one_fatbin_per_op_and_dtype(tmp_path):
     # The wheel the >= 10-op measurement runs, smaller: 2 synthetic ops, sm_90 only.
     from scripts.inspect import binary_info
 
-    declared = sorted(op.name for op in ops.declared_ops())
-    custom = [op.name for op in custom_ops.declared()]  # their libraries come last
+    declared = sorted(ops.declared_ops(), key=lambda op: op.name)
+    custom = custom_ops.declared()  # their libraries come last
     wheel = synthetic_ops.build_wheel(2, "90", out=tmp_path)
     assert wheel.parent == tmp_path / f"{len(declared) + len(custom) + 2}-ops-90"
     with binary_info.extension_in(wheel) as so:
         fatbins = binary_info.embedded_fatbins(so)
-    assert [f.name for f in fatbins] == ["extra_add_01", "extra_add_02", *declared, *custom]
+    core = [d.name for d in ops.elementwise().dtypes]  # the synthetic adds take every one
+    names = [f"extra_add_0{i}_{d}" for i in (1, 2) for d in core]
+    names += [f"{op.name}_{d}" for op in [*declared, *custom] for d in core if d in op.dtypes]
+    assert [f.name for f in fatbins] == names
     assert all(f.archs("sass") == ["sm_90"] and f.archs("ptx") == [] for f in fatbins)

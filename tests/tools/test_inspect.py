@@ -10,11 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from cuda_ext_example import BUILD_INFO, OP_NAMES
+from cuda_ext_example import BUILD_INFO
 from scripts.inspect import binary_info, report, shim_versions
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_INFO_OPS = {op["name"] for op in BUILD_INFO["ops"]}  # the elementwise ops
+LIBRARIES = BUILD_INFO["libraries"]  # one per op and dtype: "my_add_float32"
+# Each library's op record.
+OP_OF_LIBRARY = {
+    f"{op['name']}_{dtype}": op
+    for op in BUILD_INFO["ops"] + BUILD_INFO["custom_ops"]
+    for dtype in op["dtypes"]
+}
 pytestmark = pytest.mark.wheel
 
 
@@ -48,10 +55,11 @@ def test_summary(wheel):
     assert f"cubins from CUDA 12.9: {_by_compiler('12.9').replace(' compute_120', '')}" in text
     assert "PTX ISA 8.8 (sm_120)" in text
     assert "compressed entries: none" in text
-    # one fatbin per op, each with every target
-    assert f"libraries: {len(OP_NAMES)} fatbins in .nv_fatbin, one per op" in text
-    for op in OP_NAMES:
-        assert re.search(rf"^  {op} +\d+ bytes  every target above$", text, re.M), op
+    # one fatbin per op and dtype, each with every target
+    assert sorted(OP_OF_LIBRARY) == sorted(LIBRARIES)
+    assert f"libraries: {len(LIBRARIES)} fatbins in .nv_fatbin, one per op and dtype" in text
+    for library in LIBRARIES:
+        assert re.search(rf"^  {library} +\d+ bytes  every target above$", text, re.M), library
     assert "DT_NEEDED: libtorch_cpu.so" in text
     newest = re.search(r"newest GLIBC: GLIBC_([\d.]+)", text).group(1)
     assert binary_info.version_key(newest) <= (2, 17), newest
@@ -93,27 +101,31 @@ def _merged(libraries: dict[str, dict[str, tuple[int, int]]]) -> dict[str, tuple
     return merged
 
 
-def test_each_library_has_its_own_ops_kernels(wheel):
-    # One fatbin per op, holding that op's kernels only: my_add's the simple and strided Add
-    # kernels, my_fast_add's the vectorized ones too, my_square's the Square ones.
+def test_each_library_has_its_own_kernels(wheel):
+    # One fatbin per op and dtype, holding those kernels only: my_add's the simple and
+    # strided Add kernels, my_fast_add's the vectorized ones too, my_square's the Square ones.
     libraries = _loads_summary(run_inspect(wheel, "--ptx"), "PTX")
-    assert list(libraries) == list(OP_NAMES)
+    assert list(libraries) == LIBRARIES
 
     def kind(name: str) -> str:  # "void cee::elementwise_simple<cee_rule_add::Signature, ...>"
         return f"{name.split('<')[0].split('::')[-1]} {name.split('cee_rule_')[1].split('::')[0]}"
 
-    elementwise = {n for n in libraries if n in BUILD_INFO_OPS}
+    elementwise = {n for n in libraries if OP_OF_LIBRARY[n]["name"] in BUILD_INFO_OPS}
     kinds = {library: {kind(n) for n in libraries[library]} for library in elementwise}
-    assert kinds["my_add"] == {"elementwise_simple add", "elementwise_strided add"}
-    assert kinds["my_fast_add"] == {
-        "elementwise_simple add", "elementwise_strided add", "elementwise_vectorized add"
-    }  # fmt: skip
-    assert kinds["my_square"] == {
+    for dtype in ("float32", "int8"):
+        assert kinds[f"my_add_{dtype}"] == {"elementwise_simple add", "elementwise_strided add"}
+        assert kinds[f"my_fast_add_{dtype}"] == {
+            "elementwise_simple add", "elementwise_strided add", "elementwise_vectorized add"
+        }  # fmt: skip
+    assert kinds["my_square_bfloat16"] == {
         "elementwise_simple square", "elementwise_strided square", "elementwise_vectorized square"
     }  # fmt: skip
-    for op in BUILD_INFO["custom_ops"]:  # a custom op's library: its own folder's kernels
-        assert libraries[op["name"]], op["name"]
-        assert all(f"cee_rule_{op['folder']}::" in n for n in libraries[op["name"]]), op["name"]
+    # each library's kernels are of its own dtype (PTX's demangled names: float, double, ...)
+    assert all("float>" in n or "float," in n for n in libraries["my_add_float32"])
+    assert not any("double" in n for n in libraries["my_add_float32"])
+    for library, op in OP_OF_LIBRARY.items():  # a library: its own folder's kernels
+        assert libraries[library], library
+        assert all(f"cee_rule_{op['folder']}::" in n for n in libraries[library]), library
 
 
 def _inputs_of(name: str) -> int:
@@ -155,8 +167,8 @@ def test_sass_shows_ldg_e_128(wheel):
     # nvdisasm 13 refuses sm_50..sm_70 (dropped by CUDA 13).
     skipped = set(re.findall(r"^// (sm_\d+) \(\w+\): not disassembled", text, re.M))
     assert skipped <= {"sm_50", "sm_60", "sm_70"}, skipped
-    for op in OP_NAMES:  # each library's cubins, named
-        assert f"// sm_90 ({op})\n" in text and f"// sm_75 ({op})\n" in text
+    for library in LIBRARIES:  # each library's cubins, named
+        assert f"// sm_90 ({library})\n" in text and f"// sm_75 ({library})\n" in text
     n_arch = len(BUILD_INFO["sass_archs"]) - len(skipped)
     counts = _merged(_loads_summary(text, "SASS"))
     vectorized = {name: c for name, c in counts.items() if "elementwise_vectorized<" in name}

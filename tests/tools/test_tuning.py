@@ -81,6 +81,20 @@ def write_measurements(path: Path, gpu: str, date: str, factors=None, scale: flo
     return path
 
 
+def write_op_measurements(path: Path, gpu: str, op: str, factors: dict[Shape, float]) -> Path:
+    """A CSV of scripts.tune measure --ops OP: that op's own list, every size alike."""
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(measure.COLUMNS)
+        for dtype in ("float32", "bfloat16"):
+            for log2 in LOG2_BYTES:
+                for shape, factor in factors.items():
+                    writer.writerow([gpu, "580.1", "2.11.0+cu130", "2026-01-05", 1, op, dtype,
+                                     2**log2, str(shape), "0.01", "1.00", f"{factor:.5f}",
+                                     "0.10", f"op-{op}"])  # fmt: skip
+    return path
+
+
 @pytest.fixture
 def two_gpus(tmp_path) -> list[Path]:
     return [
@@ -490,3 +504,27 @@ def test_measure_refuses_a_round_count_it_cannot_use(bad, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "--rounds" in err and ("at least 1 round" in err or "not a whole number" in err)
+
+
+def test_an_ops_own_measurements_give_its_own_list_and_leave_the_others(tmp_path, two_gpus):
+    # GELU measured on its own on GPU A (scripts.tune measure --ops my_gelu, a newer file):
+    # op-my_gelu lists from its own cells and its own carried shapes (EIGHT, which no
+    # one-input list takes); the inputs-N lists and GPU B's table are what they were.
+    own = write_op_measurements(tmp_path / "fake-gpu-a-my_gelu-2026-01-05.csv", "Fake GPU A",
+                                "my_gelu", {EIGHT: 1.0, NARROW: 1.2, WIDE: 1.4})  # fmt: skip
+    measurements = derive.latest_per_gpu([*two_gpus, own])
+    assert len(measurements) == len(derive.latest_per_gpu(two_gpus)) + 2 * len(LOG2_BYTES) * 3
+    (tmp_path / "before.toml").write_text(
+        derive.table_text(derive.latest_per_gpu(two_gpus), PREAMBLE)
+    )
+    (tmp_path / "after.toml").write_text(derive.table_text(measurements, PREAMBLE))
+    before, after = (launch_shapes.load(tmp_path / f) for f in ("before.toml", "after.toml"))
+    assert [t.rules for t in after.tables] == [t.rules for t in before.tables]
+    assert after.own_ops() == ["my_gelu"]
+    by_gpu = {t.gpu: t for t in after.tables}
+    for gpu in (DEFAULT, "Fake GPU A"):
+        assert by_gpu[gpu].rules_for(1, 4, "my_gelu") == (Rule(None, EIGHT),), gpu
+    assert "my_gelu" not in by_gpu["Fake GPU B"].op_rules  # B takes its inputs-1 list
+    assert EIGHT in after.used_for(1, 4, "my_gelu")
+    assert EIGHT not in after.used_for(1, 4, "my_square")
+    assert "op-my_gelu = [" in (tmp_path / "after.toml").read_text()
