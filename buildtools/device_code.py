@@ -333,6 +333,8 @@ class Program:
     """One NVRTC compile: a library's source and instances for one target."""
 
     library: str
+    op: str  # the library's op and dtype, for errors
+    dtype: str
     target: str
     cuda: str
     source: str
@@ -353,7 +355,7 @@ def _compile_one(program: Program):
         )
     except DeviceCodeError as exc:
         raise CompileError(
-            f"NVRTC {compiler.cuda}, {program.target}, op {program.library}: {exc}"
+            f"NVRTC {compiler.cuda}, {program.target}, op {program.op} ({program.dtype}): {exc}"
         ) from None
 
 
@@ -377,24 +379,25 @@ def compile_kernels(
     failure raises the first failing program's error, libraries then targets in order."""
     declared, custom = every_op()
     kernels = ops.instances(declared, ops.elementwise())
-    # {library: (source, its instances' expressions)}, in library order.
-    sources: dict[str, tuple[str, list[str]]] = {}
+    # {(op, dtype): (source, its instances' expressions)}, in library order.
+    sources: dict[tuple[str, str], tuple[str, list[str]]] = {}
     for op in declared:
         source = kernel_source([op])
         for k in kernels:
             if k.op == op.name:
-                library = library_name(op.name, k.dtype.name)
-                sources.setdefault(library, (source, []))[1].append(k.expression)
+                sources.setdefault((op.name, k.dtype.name), (source, []))[1].append(k.expression)
     for op in custom:
         source = custom_kernel_source(op)
         for instance in op.instances():
-            library = library_name(op.name, instance[1])
-            sources.setdefault(library, (source, []))[1].append(op.expression(*instance))
+            sources.setdefault((op.name, instance[1]), (source, []))[1].append(
+                op.expression(*instance)
+            )
     programs = [
-        Program(library, target, compiler.cuda, source, tuple(dict.fromkeys(expressions)))
-        for library, (source, expressions) in sources.items()
+        Program(library_name(op, dtype), op, dtype, target, compiler.cuda, source,
+                tuple(dict.fromkeys(expressions)))
+        for (op, dtype), (source, expressions) in sources.items()
         for target, compiler in targets.items()
-    ]
+    ]  # fmt: skip
     for compiler in targets.values():  # the workers find these in compiler_for's cache
         _REGISTERED[compiler.cuda] = compiler
     # $CEE_NVRTC_JOBS=1: one at a time (to measure what the workers save).
