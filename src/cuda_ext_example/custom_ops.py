@@ -35,10 +35,6 @@ def python_signature(op: dict) -> inspect.Signature:
     )
 
 
-def tensor_names(op: dict) -> list[str]:
-    return [a["name"] for a in op["arguments"] if a["type"] == "Tensor"]
-
-
 # namespace -> the Python functions register() made: what a backward calls (each takes its
 # own autograd.Function under a torch.func transform, which the bare op cannot).
 _FUNCTIONS: dict[str, dict[str, Callable]] = {}
@@ -142,22 +138,47 @@ def make_plain_function(op: dict, call: Callable, autograd: tuple[Callable, Call
     return PlainFunction
 
 
-def make_wrapper(op: dict, function: type, namespace: str = NAMESPACE) -> Callable:
-    """The Python function: the schema's signature and defaults, one call of the op (under a
-    torch.func transform, or where that cannot be known, through the op's autograd.Function
-    `function`)."""
-    from .fast_path import PRIVATE, transformed
+def leading_tensors(op: dict) -> int | None:
+    """How many arguments the op's tensors are, if they all come first (what fast_path's
+    checks take); None if a scalar comes before a tensor."""
+    kinds = [a["type"] == "Tensor" for a in op["arguments"]]
+    count = kinds.index(False) if False in kinds else len(kinds)
+    return None if any(kinds[count:]) else count
+
+
+def make_wrapper(
+    op: dict,
+    function: type,
+    namespace: str = NAMESPACE,
+    plain: type | None = None,
+    below: Callable | None = None,
+) -> Callable:
+    """The Python function: the schema's signature and defaults, one call of the op. A
+    plain call outside every mode and trace goes below the op's autograd kernel itself:
+    through `plain` (its autograd.Function for plain autograd) where a tensor needs a
+    gradient, else straight to `below` (the op below autograd), a pass through the
+    dispatcher and a Python frame less each (fast_path.py). Every other call takes the
+    public op; under a torch.func transform, or where that cannot be known, the op's
+    autograd.Function `function`."""
+    from . import fast_path
 
     overload = getattr(getattr(torch.ops, namespace), op["name"]).default
     signature = python_signature(op)
     count = len(op["arguments"])
+    tensors = leading_tensors(op)
+    call = None
+    if plain is not None and below is not None and tensors is not None:
+        call = fast_path.plain_call_to_twin(
+            overload, below, function.apply, tensors=tensors, grad_call=plain.apply
+        )
+    if call is None:  # the public route: torch.func handles an autograd.Function itself
+        call = function.apply if fast_path.PRIVATE is None else _public_call(overload, function)
 
     def wrapper(*args, **kwargs):
         if kwargs or len(args) != count:  # binding costs microseconds: only when needed
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             args = bound.args
-        call = function.apply if PRIVATE is None or transformed() else overload
         try:
             return call(*args)
         except (RuntimeError, TypeError) as error:
@@ -169,6 +190,16 @@ def make_wrapper(op: dict, function: type, namespace: str = NAMESPACE) -> Callab
     wrapper.__name__ = wrapper.__qualname__ = op["name"]
     wrapper.__doc__ = f"{op['name']}{signature}\n\n{op['doc']}"
     return wrapper
+
+
+def _public_call(overload, function: type) -> Callable:
+    """The public op, or the op's autograd.Function under a torch.func transform."""
+    from .fast_path import transformed
+
+    def call(*args):
+        return function.apply(*args) if transformed() else overload(*args)
+
+    return call
 
 
 def make_fake(op: dict, namespace: str = NAMESPACE) -> Callable:
@@ -192,38 +223,49 @@ def make_autograd(op: dict, namespace: str = NAMESPACE) -> tuple[Callable, Calla
     an expression of the arguments, the outputs (out, or out0, out1, ...) and their
     gradients (grad, or grad0, ...) giving one gradient per tensor argument. An op that
     declares none raises when differentiated: never a silent zero gradient."""
-    tensors = tensor_names(op)
+    arguments = op["arguments"]
+    tensors = [i for i, a in enumerate(arguments) if a["type"] == "Tensor"]
+    scalars = [i for i, a in enumerate(arguments) if a["type"] != "Tensor"]
+    defaults = tuple(a["default"] for a in arguments)
     qualname = f"{namespace}.{op['name']}"
-    code = _compiled(op, "backward", op["backward"]) if op["backward"] else None
+    # The expression as a function of the saved values, in the order backward has them:
+    # made once (at the first backward, when every op it may call exists), not a scope a call.
+    parameters = [arguments[i]["name"] for i in tensors + scalars]
+    parameters += _result_names(op, "out") + _result_names(op, "grad")
+    code = (
+        _compiled(op, "backward", f"lambda {', '.join(parameters)}: ({op['backward']})")
+        if op["backward"]
+        else None
+    )
+    made: list[Callable] = []
 
     def setup_context(ctx, inputs, output):
+        inputs = tuple(inputs) + defaults[len(inputs) :]  # torch passes those the caller gave
         outputs = (output,) if op["outputs"] == 1 else tuple(output)
-        values = _values(op, inputs)
-        ctx.save_for_backward(*(values[t] for t in tensors), *outputs)
-        ctx.scalars = {k: v for k, v in values.items() if k not in tensors}
+        ctx.save_for_backward(*[inputs[i] for i in tensors], *outputs)
+        ctx.scalars = [inputs[i] for i in scalars]
 
     def backward(ctx, *grads):
         if code is None:
             raise RuntimeError(
                 f"{qualname}: its ops.toml declares no backward, so it cannot be differentiated"
             )
+        if not made:
+            function = eval(code, expression_scope(op, namespace))  # noqa: S307 - ours
+            if namespace in _FUNCTIONS:  # every op's function exists: kept
+                made.append(function)
+        else:
+            function = made[0]
         saved = ctx.saved_tensors
-        scope = {
-            **expression_scope(op, namespace),
-            **ctx.scalars,
-            **dict(zip(tensors, saved[: len(tensors)], strict=True)),
-            **dict(zip(_result_names(op, "out"), saved[len(tensors) :], strict=True)),
-            **dict(zip(_result_names(op, "grad"), grads, strict=True)),
-        }
-        result = eval(code, scope)  # noqa: S307 - ours
+        result = function(*saved[: len(tensors)], *ctx.scalars, *saved[len(tensors) :], *grads)
         result = (result,) if isinstance(result, torch.Tensor) else tuple(result)
         if len(result) != len(tensors):
             raise RuntimeError(
                 f"{qualname}: its backward gave {len(result)} gradients for the "
-                f"{len(tensors)} tensor arguments {tensors}"
+                f"{len(tensors)} tensor arguments {[arguments[i]['name'] for i in tensors]}"
             )
         given = iter(result)
-        return tuple(next(given) if a["type"] == "Tensor" else None for a in op["arguments"])
+        return tuple(next(given) if a["type"] == "Tensor" else None for a in arguments)
 
     return backward, setup_context
 
@@ -282,6 +324,8 @@ def register(namespace: str = NAMESPACE) -> dict[str, Callable]:
             function = make_function(op, below, autograd, namespace)
             plain = make_plain_function(op, below, autograd)
             library.impl(name, make_autograd_kernel(op, plain, below, namespace), "Autograd")
+            wrappers[name] = make_wrapper(op, function, namespace, plain, below)
+            continue
         wrappers[name] = make_wrapper(op, function, namespace)
     _FUNCTIONS[namespace] = wrappers
     return wrappers

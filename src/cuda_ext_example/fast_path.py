@@ -69,11 +69,13 @@ def plain_call_to_twin(
     transformed_call: Callable,
     private: SimpleNamespace | None = PRIVATE,
     tensors: int | None = None,
+    grad_call: Callable | None = None,
 ) -> Callable | None:
     """The wrapper's call for the op: the twin for a plain no-grad call outside every mode
-    and trace, `transformed_call` under torch.func, the public op otherwise. None without
-    the private checks (the caller then takes the public route). The first `tensors`
-    arguments are the op's tensors (None: all), the rest its scalars."""
+    and trace, `grad_call` (default: the public op) for such a call that builds an autograd
+    graph, `transformed_call` under torch.func, the public op otherwise. None without the
+    private checks (the caller then takes the public route). The first `tensors` arguments
+    are the op's tensors (None: all), the rest its scalars."""
     if private is None or twin is None:
         return None
     is_dynamo_compiling = torch.compiler.is_dynamo_compiling  # public, and cheapest first
@@ -85,6 +87,7 @@ def plain_call_to_twin(
     )
     grad_enabled = torch.is_grad_enabled
     twin = getattr(twin, "_op", twin)  # the overload's C++ callable: one Python call less
+    with_grad = overload if grad_call is None else grad_call
     # A Parameter is a plain tensor to the dispatcher (its torch_function is off).
     plain = (torch.Tensor, torch.nn.Parameter)
 
@@ -97,12 +100,12 @@ def plain_call_to_twin(
         for a in inputs:
             if a.__class__ not in plain:  # a subclass sees the public op; a non-tensor fails
                 return overload(*args)
+        if dispatch_modes() or function_modes() or tracing():
+            return overload(*args)
         if grad_enabled():
             for a in inputs:
                 if a.requires_grad:
-                    return overload(*args)
-        if dispatch_modes() or function_modes() or tracing():
-            return overload(*args)
+                    return with_grad(*args)
         return twin(*args)
 
     return call

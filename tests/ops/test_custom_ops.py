@@ -6,6 +6,8 @@ forward and backward, and torch.func."""
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 import torch
 
@@ -92,6 +94,37 @@ def test_gradients_match_torchs_and_gradcheck_in_float64(name, device):
     for i in tensors:
         torch.testing.assert_close(ours[i].grad, theirs[i].grad)
     assert torch.autograd.gradcheck(function, tuple(leaves(args)))
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_a_plain_training_step_passes_the_dispatcher_once_per_op(name, device):
+    # The Python function goes below the op's autograd kernel itself (fast_path.py): one
+    # dispatcher pass per op, where torch.ops' route takes two (the autograd kernel, then
+    # below it), with the same outputs and gradients.
+    op = CUSTOM[name]
+    if fast_path.PRIVATE is None or custom_ops.leading_tensors(op) is None:
+        pytest.skip("no fast route here: every call takes torch.ops' route")
+    args = op_checks.custom_arguments(op, device, torch.float32, 33)
+    tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+
+    def step(function):
+        inputs = leaves(args)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as trace:
+            out = function(*inputs)
+            (out if isinstance(out, torch.Tensor) else out[0]).sum().backward()
+        passes = collections.Counter(
+            e.name for e in trace.events() if e.name.startswith("cuda_ext_example::")
+        )
+        return out, [inputs[i].grad for i in tensors], passes
+
+    fast_out, fast_grads, fast = step(getattr(cuda_ext_example, name))
+    public_out, public_grads, public = step(getattr(torch.ops.cuda_ext_example, name))
+    assert public[f"cuda_ext_example::{name}"] == 2
+    assert fast[f"cuda_ext_example::{name}"] == 1
+    assert set(fast.values()) == {1}, fast  # the backward's ops too
+    torch.testing.assert_close(fast_out, public_out, rtol=0, atol=0)
+    for ours, theirs in zip(fast_grads, public_grads, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("name", DIFFERENTIABLE)

@@ -23,6 +23,15 @@ def first_input_only(function, op, rest):
     return lambda x: function(x, *rest, *op.scalars)
 
 
+def assert_as_declared(op, got, want):
+    """got equals want as the op's declaration says: bit for bit, or within its tolerance
+    (GELU's exp form differs from torch's tanh form in the last bits, most near zero)."""
+    from cuda_ext_example import op_checks
+
+    problem = op_checks.difference(op.declaration, (got,), (want,))
+    assert problem is None, f"{op.__name__}: {problem}"
+
+
 def test_jvp_gives_the_reference_tangent(diff_op, device):
     primals = inputs_of(diff_op, device)
     tangents = inputs_of(diff_op, device)
@@ -71,9 +80,9 @@ def test_vmap_has_a_batching_rule(functional_op, device, raw):
             dims = (0,) + (None,) * (op.arity - 1)
             out_ranked = torch.func.vmap(fn, in_dims=dims)(*ranked)
             want = torch.stack([reference(r, *ranked[1:]) for r in ranked[0]])
-            assert torch.allclose(out_ranked, want)
-    assert torch.allclose(out, reference(*batched))
-    assert torch.allclose(out_mixed, torch.func.vmap(reference, in_dims=in_dims)(*mixed))
+            assert_as_declared(op, out_ranked, want)
+    assert_as_declared(op, out, reference(*batched))
+    assert_as_declared(op, out_mixed, torch.func.vmap(reference, in_dims=in_dims)(*mixed))
 
 
 def test_vmap_over_an_in_place_op_is_refused(device):
