@@ -313,6 +313,7 @@ def register(namespace: str = NAMESPACE) -> dict[str, Callable]:
         overload = getattr(getattr(torch.ops, namespace), name).default
         torch.library.register_fake(qualname, make_fake(op, namespace), lib=library)
         autograd = make_autograd(op, namespace)  # its expression compiled once for both uses
+        plain = below = None
         if PRIVATE is None:  # no public call below autograd: torch.library's own autograd
             backward, setup_context = autograd
             torch.library.register_autograd(
@@ -324,8 +325,6 @@ def register(namespace: str = NAMESPACE) -> dict[str, Callable]:
             function = make_function(op, below, autograd, namespace)
             plain = make_plain_function(op, below, autograd)
             library.impl(name, make_autograd_kernel(op, plain, below, namespace), "Autograd")
-            wrappers[name] = make_wrapper(op, function, namespace, plain, below)
-            continue
-        wrappers[name] = make_wrapper(op, function, namespace)
+        wrappers[name] = make_wrapper(op, function, namespace, plain, below)
     _FUNCTIONS[namespace] = wrappers
     return wrappers

@@ -2,10 +2,11 @@
 
 What it buys: the commonest call (plain tensors, no autograd graph, no mode, no trace, no
 torch.func transform) goes to the op's no-grad twin (the same kernels registered under a
-second name with no autograd kernel): one dispatcher pass instead of two around the Python
-autograd kernel, a few microseconds per call that launch-bound callers notice (the
-benchmark's host-time table measures both routes). Only torch's private checks can tell
-such a call apart, so they live here.
+second name with no autograd kernel; a custom op, which has none, passes the public op
+below autograd instead, and its autograd.Function for a call that needs a gradient): one
+dispatcher pass instead of two around the Python autograd kernel, a few microseconds per
+call that launch-bound callers notice (the benchmark's host-time table measures both
+routes). Only torch's private checks can tell such a call apart, so they live here.
 
 Every name is looked up once, at import. Where this torch lacks one, PRIVATE is None and
 every call takes the public route: the public op, the twin to dispatch below autograd, and
