@@ -132,7 +132,7 @@ $(STAMP): requirements/dev.lock
 	touch $@
 
 clean: ## remove the build outputs
-	rm -rf build dist wheelhouse $(INSTALLED) src/*.egg-info src/cuda_ext_example/_C*.so \
+	rm -rf build dist wheelhouse $(INSTALLED) src/*.egg-info src/cuda_ext_example/lib*.so* \
 		src/cuda_ext_example/_build_info.json
 
 help: ## this list

@@ -5,10 +5,11 @@
   newer archs and the PTX) -> one fatbin per op (buildtools/device_code.py), embedded by
   an assembly file, with the generated op table cee_generated.h for the host code. CUDA 12
   device code runs on every driver >= 525.
-- Host code: csrc/ops.cpp (torch ops), csrc/python_module.cpp (the module) and
-  csrc/launcher.cpp (driver API), compiled by zig
-  and linked against glibc 2.17 stubs with a static libc++: no libstdc++, no glibc
-  newer than 2.17, no CUDA runtime, so the result is really manylinux2014.
+- Host code: csrc/ops.cpp and csrc/custom_ops.cpp (torch ops), csrc/launch_shape_hooks.cpp
+  (plain C functions for ctypes) and csrc/launcher.cpp (driver API), compiled by zig and
+  linked against glibc 2.17 stubs with a static libc++: no libstdc++, no glibc newer than
+  2.17, no CUDA runtime, so the result is really manylinux2014. No CPython header or symbol:
+  torch loads the library (torch.ops.load_library), so the wheel is py3-none.
 No nvcc and no CUDA toolkit: the CUDA parts come from pinned PyPI packages.
 """
 
@@ -18,7 +19,6 @@ import datetime
 import json
 import subprocess
 import sys
-import sysconfig
 import time
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from setuptools.command.build_ext import build_ext
 from . import config, cross, device_code, nvrtc_fetch, ops, toolchain
 
 CSRC = config.ROOT / "csrc"
-HOST_SOURCES = ("ops.cpp", "custom_ops.cpp", "python_module.cpp", "launcher.cpp")
+HOST_SOURCES = ("ops.cpp", "custom_ops.cpp", "launch_shape_hooks.cpp", "launcher.cpp")
 
 
 def _run(cmd: list[str]) -> None:
@@ -76,9 +76,7 @@ def link_extension(cfg: config.BuildConfig, generated: Path, out: Path, arch: st
             *zig_cxx(cfg, generated, arch),
             "-shared",
             f"-DTORCH_TARGET_VERSION={cfg.torch_target_hex}",
-            f"-DPy_LIMITED_API={cfg.py_limited_api_hex}",
             *include(torch_include, "torch/include"),
-            *include(sysconfig.get_paths()["include"], "python/include"),
             *(CSRC / name for name in HOST_SOURCES),
             generated / "device_code.S",
             f"-L{torch_lib}",
@@ -158,7 +156,11 @@ def declared_record(cfg: config.BuildConfig) -> dict:
         "sass_archs": [f"sm_{a}" for a in cfg.sass_archs],
         "ptx_arch": f"compute_{cfg.ptx_arch}" if cfg.ptx_arch else None,
         "torch_target": cfg.torch_target,
-        "python_limited_api": cfg.python_limited_api,
+        # The library uses no CPython API: the wheel's tags, and the Python code's floor.
+        "python_tags": config.PYTHON_TAGS,
+        "requires_python": cfg.requires_python,
+        # The compiled library in the package, which the loader hands to torch.
+        "library": config.LIBRARY,
         "glibc_floor": cfg.glibc,
     }
 
@@ -207,6 +209,11 @@ def write_op_references(folder: Path) -> None:
 
 
 class ZigNvrtcBuildExt(build_ext):
+    def get_ext_filename(self, fullname: str) -> str:
+        """The library's own name (config.LIBRARY), not a CPython extension module's."""
+        package = fullname.split(".")[:-1]
+        return str(Path(*package, config.LIBRARY))
+
     def build_extension(self, ext) -> None:
         cfg = build_step("configuration (pyproject.toml, ARCHS)", config.load)
         # A bad declaration is its own step's failure, named with its file and key.

@@ -19,6 +19,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # installing it, and auditwheel repair --plat manylinux2014_x86_64 writes both tags
 # (...-manylinux2014_x86_64.manylinux_2_17_x86_64.whl).
 MANYLINUX_ALIASES = {"2.5": "manylinux1", "2.12": "manylinux2010", "2.17": "manylinux2014"}
+# The wheel's Python and ABI tags: the library uses no CPython symbol (torch loads it with
+# torch.ops.load_library), so every CPython 3 installs the wheel, free-threaded ones too;
+# [project] requires-python sets the floor of the Python code.
+PYTHON_TAGS = "py3-none"
+# The compiled library's name in the package (src/cuda_ext_example/_loader.py says why).
+LIBRARY = "libcuda_ext_example.so.1"
 
 
 @dataclass(frozen=True)
@@ -28,7 +34,7 @@ class BuildConfig:
     ptx_arch: str | None  # None: a dev build without PTX
     torch_target: str
     glibc: str
-    python_limited_api: str
+    requires_python: str  # [project] requires-python: ">=3.10"
     device_cuda: str
     ptx_isa: str
     min_driver: str
@@ -56,16 +62,6 @@ class BuildConfig:
         major, minor = (int(x) for x in self.torch_target.split("."))
         return f"0x{(major << 56) | (minor << 48):016x}"
 
-    @property
-    def py_limited_api_hex(self) -> str:
-        major, minor = (int(x) for x in self.python_limited_api.split("."))
-        return f"0x{major:02X}{minor:02X}0000"
-
-    @property
-    def abi_tag(self) -> str:
-        """The wheel's Python tag: 'cp310' for python-limited-api 3.10."""
-        return "cp" + self.python_limited_api.replace(".", "")
-
     def manylinux_tag(self, arch: str) -> str:
         """The wheel's platform tag on a CPU, from the glibc floor: 'manylinux2014_x86_64'
         for glibc 2.17, 'manylinux_2_28_aarch64' for 2.28."""
@@ -74,6 +70,10 @@ class BuildConfig:
             return f"{legacy}_{arch}"
         major, minor = self.glibc.split(".")
         return f"manylinux_{major}_{minor}_{arch}"
+
+    def wheel_tag(self, arch: str) -> str:
+        """The repaired wheel's tag on a CPU: 'py3-none-manylinux2014_x86_64'."""
+        return f"{PYTHON_TAGS}-{self.manylinux_tag(arch)}"
 
     @property
     def arch_summary(self) -> str:
@@ -156,7 +156,7 @@ def load(pyproject: Path = ROOT / "pyproject.toml", dev_spec: str | None = None)
         ptx_arch=tool["ptx-arch"],
         torch_target=tool["torch-target"],
         glibc=tool["glibc"],
-        python_limited_api=tool["python-limited-api"],
+        requires_python=data["project"]["requires-python"],
         device_cuda=tool["device-cuda"],
         ptx_isa=tool["ptx-isa"],
         min_driver=tool["min-driver"],

@@ -253,7 +253,7 @@ def c_tables(shapes: LaunchShapes, compiled: tuple[Shape, ...]) -> list[str]:
             for s in compiled
         ),
         "};",
-        # VectorShape::load indexes these names (for _C.vector_shapes()).
+        # VectorShape::load indexes these names (for cee_vector_shape, launch_shape_hooks.cpp).
         f"static const char* const cee_load_names[{len(LOADS)}] = {{"
         + ", ".join(map(c_string, LOADS))
         + "};",

@@ -14,8 +14,8 @@ SUPPORTED = {("Linux", "x86_64"), ("Linux", "aarch64")}
 # Spelt out: this runs before anything reads pyproject.toml. tests/release/test_install_paths.py
 # checks it against the declared floors (buildtools/config.py).
 WHEELS = (
-    "Linux x86_64 and aarch64 (cp310-abi3-manylinux2014_x86_64 / _aarch64: CPython >= 3.10, "
-    "glibc >= 2.17)"
+    "Linux x86_64 and aarch64 (py3-none-manylinux2014_x86_64 / _aarch64: every CPython >= "
+    "3.10, free-threaded too, glibc >= 2.17)"
 )
 
 

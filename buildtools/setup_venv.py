@@ -38,7 +38,7 @@ def check_python():
     if sys.version_info < (3, 10):  # noqa: UP036 - runs under any python3 a newcomer has
         fail(
             f"cuda_ext_example needs CPython >= 3.10 as python3; this is "
-            f"{platform.python_version()} ({sys.executable}). Install 3.10 to 3.13 and run make "
+            f"{platform.python_version()} ({sys.executable}). Install 3.10 to 3.14 and run make "
             "again, or name one: make PYTHON_BOOTSTRAP=python3.12 ..."
         )
 
@@ -139,7 +139,7 @@ DIAGNOSES = [
     (r"(?:No matching distribution found for|Could not find a version that satisfies "
      r"the requirement) (\S+)",
      "{lock} pins {0}, which your package index has no file of for CPython {py} on "
-     "{plat}; supported: CPython 3.10 to 3.13 on Linux x86_64/aarch64 with PyPI"),
+     "{plat}; supported: CPython 3.10 to 3.14 on Linux x86_64/aarch64 with PyPI"),
 ]  # fmt: skip
 
 

@@ -72,7 +72,7 @@ inline int launch_table_of_device(int device) {
 
 // A shape forced for every vectorized launch of the process (-1: none), for
 // the tuning command and the tests that run every compiled shape; set through
-// cuda_ext_example._C.force_launch_shape.
+// cee_force_launch_shape (launch_shape_hooks.cpp).
 inline std::atomic<int>& forced_vector_shape() {
   static std::atomic<int> forced{-1};
   return forced;

@@ -11,7 +11,7 @@ namespace cee {
 // (tuning/launch_shapes.toml): bytes per access, threads per block, accesses
 // per thread, and the inputs' load flavour (an index into cee_load_names:
 // "default", "evict-first"), which the kernel instance itself carries; here
-// for _C.vector_shapes().
+// for cee_vector_shape (launch_shape_hooks.cpp).
 struct VectorShape {
   int access_bytes, block, per_thread, load;
 };

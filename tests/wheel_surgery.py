@@ -18,7 +18,17 @@ from scripts.inspect import binary_info
 from scripts.release import gates as release_gates
 from scripts.release import wheel_files
 
-EXTENSION = release_gates.EXTENSION
+LIBRARY = release_gates.LIBRARY
+
+
+def hooks_but(name: str) -> str:
+    """C definitions of every hook csrc/exports.map declares but `name`: a planted library
+    defines `name` itself (with its fault inside) and exports what the real one does."""
+    return "".join(
+        f"int {hook}(void) {{ return -1; }}\n"
+        for hook in release_gates.declared_exports()
+        if hook != name
+    )
 
 
 def repack(
@@ -28,13 +38,13 @@ def repack(
     add: dict[str, bytes] | None = None,
     remove: tuple[str, ...] = (),
 ) -> Path:
-    """A copy of the good wheel with its extension replaced, files added or replaced, or
+    """A copy of the good wheel with its library replaced, files added or replaced, or
     files removed, with a correct RECORD."""
     unpacked = tmp / "unpacked"
     subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", unpacked, good], check=True)
     (root,) = unpacked.iterdir()
     if replace_so is not None:
-        shutil.copy(replace_so, root / EXTENSION)
+        shutil.copy(replace_so, root / LIBRARY)
     for name, content in (add or {}).items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(content)
@@ -83,8 +93,8 @@ def append_entries(good: Path, tmp: Path, entries: list[tuple[zipfile.ZipInfo, b
 
 
 def extension_copy(good: Path, tmp: Path) -> Path:
-    """The good wheel's extension, extracted to a file of its own (to patch)."""
-    so = tmp / "_C.abi3.so"
+    """The good wheel's library, extracted to a file of its own (to patch)."""
+    so = tmp / "library.so"
     with binary_info.extension_in(good) as inside:
         shutil.copy(inside, so)
     so.chmod(0o644)

@@ -15,7 +15,7 @@ import sys
 import torch
 
 import cuda_ext_example
-from cuda_ext_example import _C
+from cuda_ext_example import _launch_shapes
 from cuda_ext_example.op_checks import (
     CUSTOM,
     DECLARATIONS,
@@ -39,7 +39,7 @@ def check_loaded(name, dtype, before):
     """The calls since `before` (the libraries loaded then) loaded the op's library of that
     dtype, and no other."""
     global wrong
-    loaded = set(_C.libraries(True)) - before
+    loaded = set(_launch_shapes.libraries(True)) - before
     own = f"{name}_{str(dtype).removeprefix('torch.')}"
     if loaded != {own}:  # one library per op and dtype, loaded at its first call
         print(f"WRONG {name} {dtype}: its first calls loaded the libraries {sorted(loaded)}")
@@ -60,7 +60,7 @@ def check(name, op, tensors, label):
 
 for name, op in DECLARATIONS.items():
     for dtype in (getattr(torch, d) for d in op["dtypes"]):
-        before = set(_C.libraries(True))
+        before = set(_launch_shapes.libraries(True))
         for n in SIZES + (LARGEST if dtype in (torch.float32, torch.int8) else []):
             for offset in (0, 1, 2, 3):  # 2: 8- but not 16-byte aligned for float32
                 full = sample_inputs(op, n + offset, "cpu", dtype)
@@ -75,7 +75,7 @@ for name, op in DECLARATIONS.items():
 # length for a norm), from one element to more than a block's registers hold.
 for name, op in CUSTOM.items():
     for dtype in (getattr(torch, d) for d in op["dtypes"]):
-        before = set(_C.libraries(True))
+        before = set(_launch_shapes.libraries(True))
         for n in (1, 7, 300, 1024, 4099, 8192, 16384, 30000, 70000):
             problem = check_one(cuda_ext_example, name, "cuda", dtype, n)
             if problem:

@@ -1,4 +1,4 @@
-"""Facts about a built extension binary (.so, or the one inside a wheel).
+"""Facts about the built library (a .so, or the one inside a wheel).
 
 Shared by the wheel tests, the release gates and `python -m scripts.inspect`.
 ELF facts come from pyelftools (requirements/test.in; installed with auditwheel).
@@ -350,10 +350,11 @@ def disassemble(entry: FatbinEntry) -> str:
 
 @contextmanager
 def extension_in(path: Path):
-    """Yields the path of the extension .so: `path` itself, or extracted from a wheel."""
+    """Yields the path of the compiled library: `path` itself, or extracted from a wheel,
+    where it is the one ELF file (found by content, whatever its name)."""
     path = Path(path)
     if path.is_dir():
-        inside = sorted(p.name for p in path.iterdir() if p.suffix in (".whl", ".so"))
+        inside = sorted(p.name for p in path.iterdir() if p.suffix == ".whl" or ".so" in p.name)
         hint = f": name one of {inside}" if inside else ": name a wheel (.whl) or a .so"
         raise RuntimeError(f"{path} is a directory{hint}")
     if path.suffix != ".whl":
@@ -361,9 +362,10 @@ def extension_in(path: Path):
         yield path
         return
     with zipfile.ZipFile(path) as wheel, tempfile.TemporaryDirectory() as tmp:
-        names = [n for n in wheel.namelist() if n.endswith(".so")]
+        files = [n for n in wheel.namelist() if not n.endswith("/")]
+        names = [n for n in files if wheel.open(n).read(4) == b"\x7fELF"]
         if len(names) != 1:
-            raise RuntimeError(f"{path.name}: expected one extension .so, found {names}")
+            raise RuntimeError(f"{path.name}: expected one library (ELF file), found {names}")
         so = Path(wheel.extract(names[0], tmp))
         require_elf(so)
         yield so

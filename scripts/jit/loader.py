@@ -138,7 +138,6 @@ def load(source_dir: str | os.PathLike | None = None, verbose: bool = False):
             "-ffp-contract=off",  # as the wheel's host code: fma only where a rule says so
             f"-DCEE_NAMESPACE={NAMESPACE}",
             f"-DTORCH_TARGET_VERSION={cfg.torch_target_hex}",
-            f"-DPy_LIMITED_API={cfg.py_limited_api_hex}",
         ],
         extra_include_paths=[
             str(src),

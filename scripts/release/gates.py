@@ -29,7 +29,7 @@ from . import wheel_files, wheel_metadata
 from .gate_failure import GateFailure
 from .wheel_files import BUILD_RECORD, read_build_record
 
-# Everything the extension may link against: torch's CPU library (from the
+# Everything the library may link against: torch's CPU library (from the
 # user's torch) and the glibc parts manylinux2014 guarantees. Neither the CUDA
 # runtime nor libcuda: the launcher opens libcuda.so.1 itself at the first CUDA call.
 ALLOWED_NEEDED = frozenset(
@@ -43,7 +43,15 @@ ALLOWED_NEEDED = frozenset(
     }
 )
 LOADERS = {"x86_64": "ld-linux-x86-64.so.2", "aarch64": "ld-linux-aarch64.so.1"}
-EXTENSION = "cuda_ext_example/_C.abi3.so"
+# The one binary of the wheel: a plain library that torch loads, not a CPython module.
+LIBRARY = f"cuda_ext_example/{config.LIBRARY}"
+# What it exports: the hooks of the linker's version script, nothing else.
+EXPORTS_MAP = config.ROOT / "csrc" / "exports.map"
+# Names CPython's importer takes for an extension module: _C.so, _C.abi3.so,
+# _C.cpython-314t-x86_64-linux-gnu.so (any <identifier>.so on Linux), _C.pyd.
+EXTENSION_MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[\w-]+)?\.(so|pyd)")
+# CPython's own symbols: its C API and its internals.
+CPYTHON_SYMBOL = re.compile(r"_?Py")
 
 
 def venv_tool(name: str) -> str:
@@ -68,14 +76,6 @@ def _run_tool(gate: str, cmd: list[str], fix: str) -> None:
         raise GateFailure(gate, f"`{' '.join(cmd[:2])} ...` failed:\n{output}", fix)
 
 
-def gate_abi3audit(wheel: Path) -> None:
-    _run_tool(
-        "abi3audit",
-        [venv_tool("abi3audit"), "--strict", "--report", str(wheel)],
-        "use only the Python limited API of 3.10 in csrc/ (Py_LIMITED_API=0x030A0000)",
-    )
-
-
 def gate_twine_check(wheel: Path) -> None:
     _run_tool(
         "twine-check",
@@ -92,23 +92,28 @@ def gate_check_wheel_contents(wheel: Path) -> None:
     )
 
 
-def gate_abi3_tag(wheel: Path, cfg: config.BuildConfig) -> None:
+def gate_py3_none_tag(wheel: Path, cfg: config.BuildConfig) -> None:
+    """py3-none: the library uses no CPython ABI, so the tags must not tie the wheel to one
+    (cp311-cp311: that CPython only; cp310-abi3: never a free-threaded one)."""
     tags = _wheel_tags(wheel)
-    bad = [t for t in tags if not t.startswith(f"{cfg.abi_tag}-abi3-")]
+    bad = [t for t in tags if not t.startswith(f"{config.PYTHON_TAGS}-")]
     if bad or not tags:
         raise GateFailure(
-            "abi3-tag",
-            f"wheel tags {tags} are not all {cfg.abi_tag}-abi3",
-            "build with setup.py's bdist_wheel py_limited_api (pyproject python-limited-api) "
-            "and Extension(py_limited_api=True)",
+            "py3-none-tag",
+            f"wheel tags {tags} are not all {config.PYTHON_TAGS}: installers take a wheel "
+            f"tagged {sorted({'-'.join(t.split('-')[:2]) for t in bad}) or 'nothing'} only "
+            "on that CPython ABI (abi3: never on a free-threaded CPython), though the library "
+            "uses no CPython API",
+            "build with `make wheel`: setup.py's bdist_wheel is buildtools/wheel_tags.py, "
+            f"which tags {config.PYTHON_TAGS}; never setuptools' py_limited_api",
         )
-    platform_tag = cfg.manylinux_tag(_arch_of(tags))
-    policy = f"{cfg.abi_tag}-abi3-{platform_tag}"
+    policy = cfg.wheel_tag(_arch_of(tags))
     if policy not in tags:
         raise GateFailure(
-            "abi3-tag",
+            "py3-none-tag",
             f"wheel tags {tags} do not include {policy}",
-            f"repair with python -m scripts.release repair (auditwheel repair to {platform_tag})",
+            "repair with python -m scripts.release repair (auditwheel repair to "
+            f"{cfg.manylinux_tag(_arch_of(tags))})",
         )
 
 
@@ -126,7 +131,7 @@ def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
         if binary_info.section_data(so, ".nv_fatbin") is None:  # device_code: no fix named
             raise GateFailure(
                 "device-code",
-                f"{EXTENSION} carries SASS [] and PTX [] (no .nv_fatbin section); promised "
+                f"{LIBRARY} carries SASS [] and PTX [] (no .nv_fatbin section); promised "
                 f"SASS {want_sass} and PTX {want_ptx}",
                 fix + ": device_code.S embeds the fatbins in .nv_fatbin; never strip it",
             )
@@ -138,7 +143,7 @@ def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
     if missing or extra:
         raise GateFailure(
             "device-code",
-            f"{EXTENSION}'s .nv_fatbin holds the fatbins {names}; ops/*/ops.toml declares "
+            f"{LIBRARY}'s .nv_fatbin holds the fatbins {names}; ops/*/ops.toml declares "
             f"one per op and dtype, {declared}: no fatbin for {missing or 'none'}, unexpected "
             f"{sorted(set(extra)) or 'none'}",
             "rebuild with make wheel: buildtools/device_code.py packs one fatbin per declared "
@@ -156,7 +161,7 @@ def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
     if short:
         raise GateFailure(
             "device-code",
-            f"{EXTENSION}: " + "; ".join(short) + f"; every library's promised SASS "
+            f"{LIBRARY}: " + "; ".join(short) + f"; every library's promised SASS "
             f"{want_sass} and PTX {want_ptx}",
             fix + ": every fatbin gets every target",
         )
@@ -192,7 +197,7 @@ def gate_cuda12_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
         expected = ", ".join(f"{a}: {'.'.join(map(str, declared.get(a, ('?',))))}" for a in wrong)
         raise GateFailure(
             "cuda12-device-code",
-            f"{EXTENSION} is not the device code it declares for drivers >= {cfg.min_driver} "
+            f"{LIBRARY} is not the device code it declares for drivers >= {cfg.min_driver} "
             f"(CUDA {cfg.min_driver_cuda}): cubins not from their declared CUDA: "
             f"{_arch_versions(wrong)} (declared {expected or 'none'}); PTX ISA newer than "
             f"{cfg.ptx_isa}: {_arch_versions(too_new)}"
@@ -212,7 +217,7 @@ def gate_uncompressed_fatbin(wheel: Path, cfg: config.BuildConfig) -> None:
     if compressed:
         raise GateFailure(
             "uncompressed-fatbin",
-            f"{EXTENSION} carries compressed fatbin entries ({', '.join(compressed)}), which "
+            f"{LIBRARY} carries compressed fatbin entries ({', '.join(compressed)}), which "
             f"need driver >= 550.54.14; the wheel promises >= {cfg.min_driver}",
             "pack the fatbin uncompressed (buildtools/device_code.py pack_fatbin, nvFatbin "
             "-compress=false; with nvcc, no --compress-mode)",
@@ -283,40 +288,57 @@ def link_findings(so: Path, cfg: config.BuildConfig, arch: str) -> list[Finding]
     return findings
 
 
-def python_api_findings(so: Path, cfg: config.BuildConfig) -> list[Finding]:
-    """CPython symbols outside the limited API of python-limited-api, looked up in abi3info
-    (the table abi3audit reads): for an ELF file abi3audit does not audit (it reads only
-    files named *.so, and the extension is its gate's)."""
-    from abi3info import DATAS, FUNCTIONS
-    from abi3info.models import PyVersion, Symbol
+def cpython_symbols(so: Path) -> tuple[list[str], list[str]]:
+    """(imported, defined) CPython symbols (Py*, _Py*) of an ELF file."""
+    imported = [s for s in binary_info.undefined_symbols(so) if CPYTHON_SYMBOL.match(s)]
+    defined = [s for s in binary_info.exported_symbols(so) if CPYTHON_SYMBOL.match(s)]
+    return imported, defined
 
-    floor = PyVersion(*binary_info.version_key(cfg.python_limited_api)[:2])
-    wrong = []
-    for name in binary_info.undefined_symbols(so):
-        if name.startswith(("Py", "_Py")):
-            entry = FUNCTIONS.get(Symbol(name)) or DATAS.get(Symbol(name))
-            if entry is None or entry.added > floor:
-                wrong.append(f"{name} ({f'added in {entry.added}' if entry else 'not abi3'})")
-    if not wrong:
+
+def python_api_findings(so: Path) -> list[Finding]:
+    """Any CPython symbol, imported or defined: the wheel is py3-none, for every CPython 3,
+    and each CPython (3.10, 3.14, a free-threaded 3.14t) has its own ABI: a symbol of one
+    is missing from another, or means another object layout there."""
+    imported, defined = cpython_symbols(so)
+    if not imported and not defined:
         return []
+    said = [f"imports {', '.join(imported[:10])}" * bool(imported)]
+    said += [f"defines {', '.join(defined[:10])}" * bool(defined)]
     return [
         (
-            f"imports CPython symbols outside the {cfg.python_limited_api} limited API: "
-            + ", ".join(wrong[:10]),
-            f"use only the Python limited API of {cfg.python_limited_api} in csrc/ "
-            f"(Py_LIMITED_API={cfg.py_limited_api_hex})",
+            f"uses the CPython ABI ({'; '.join(x for x in said if x)}), which no py3-none "
+            "wheel may: it fails to load, or corrupts objects, on a CPython whose ABI differs "
+            "(another version, a free-threaded build)",
+            "keep csrc/ free of Python.h and every Py* call: torch loads the library "
+            "(torch.ops.load_library), and what Python needs of it goes through plain C "
+            "functions (csrc/launch_shape_hooks.cpp) and ctypes "
+            "(src/cuda_ext_example/_launch_shapes.py)",
         )
     ]
 
 
+def gate_no_cpython_symbols(wheel: Path) -> None:
+    with elf_files(wheel) as found:
+        for name, so in found.items():
+            _refuse_first("cpython-symbols", name, python_api_findings(so))
+
+
+def declared_exports(exports_map: Path = EXPORTS_MAP) -> list[str]:
+    """The `global:` names of the linker version script."""
+    text = re.sub(r"/\*.*?\*/", "", exports_map.read_text(), flags=re.S)
+    block = re.search(r"global:(.*?)local:", text, re.S)
+    return sorted(re.findall(r"([A-Za-z_]\w*)\s*;", block.group(1))) if block else []
+
+
 def export_findings(so: Path) -> list[Finding]:
     exported = binary_info.exported_symbols(so)
-    if exported == ["PyInit__C"]:
+    declared = declared_exports()
+    if exported == declared:
         return []
     return [
         (
-            f"exports {exported[:10]}, not only PyInit__C",
-            "keep csrc/exports.map as the linker version script",
+            f"exports {exported[:10]}, not the hooks of csrc/exports.map {declared}",
+            "keep csrc/exports.map as the linker version script (buildtools/build_ext.py)",
         )
     ]
 
@@ -325,7 +347,7 @@ def gate_elf(wheel: Path, cfg: config.BuildConfig) -> None:
     arch = wheel_arch(wheel)
     with elf_files(wheel) as found:
         for name, so in found.items():
-            exports = export_findings(so) if name == EXTENSION else []
+            exports = export_findings(so) if name == LIBRARY else []
             _refuse_first("elf-audit", name, link_findings(so, cfg, arch) + exports)
 
 
@@ -359,14 +381,14 @@ def gate_elf_readable(wheel: Path) -> None:
     """Every ELF file, and every file named as a library, is a whole ELF shared object."""
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
-        if EXTENSION not in names:
+        if LIBRARY not in names:
             raise GateFailure(
                 "elf-readable",
-                f"the wheel has no {EXTENSION}",
+                f"the wheel has no {LIBRARY}",
                 "build with `make wheel` and repair it (make repair)",
             )
         named = [n for n in names if ".so" in Path(n).name]
-        for name in dict.fromkeys([EXTENSION, *wheel_files.elf_names(wheel), *named]):
+        for name in dict.fromkeys([LIBRARY, *wheel_files.elf_names(wheel), *named]):
             problem = binary_info.elf_problem(zf.read(name))
             if problem:
                 raise GateFailure(
@@ -473,7 +495,7 @@ def torch_abi_audit_findings(
 ) -> list[Finding]:
     """Quansight's torch-abi-audit (PyPI) beside our own shim gate: a second, independent
     reading of the binary's torch symbols. `uses_torch`: the file must use torch (the
-    extension does; a reading without any torch symbol means nm could not read it)."""
+    library does; a reading without any torch symbol means nm could not read it)."""
     try:
         from torch_abi_audit.inspect import inspect_extension
     except ImportError:
@@ -519,11 +541,11 @@ def torch_abi_audit_findings(
 def gate_torch_abi_audit(wheel: Path, cfg: config.BuildConfig) -> None:
     with elf_files(wheel) as found:
         for name, so in found.items():
-            findings = torch_abi_audit_findings(so, cfg, uses_torch=name == EXTENSION)
+            findings = torch_abi_audit_findings(so, cfg, uses_torch=name == LIBRARY)
             _refuse_first("torch-abi-audit", name, findings)
 
 
-# ------------------------------------------- one extension, no other binary
+# --------------------------------------------- one library, no other binary
 
 
 def elf_kind(so: Path) -> str:
@@ -564,41 +586,48 @@ def describe_elf(
     # tool must not hide the fault (the torch-abi-audit gate names it).
     if TORCH_ABI_AUDIT_RUNS and importlib.util.find_spec("torch_abi_audit"):
         findings += torch_abi_audit_findings(so, cfg, uses_torch=False)
-    findings += python_api_findings(so, cfg)
+    findings += python_api_findings(so)
     findings += search_path_findings(name, data, names) + stack_findings(data)
     said = "; ".join(f"it {problem}" for problem, _ in findings)
     return f"{kind}; {said or 'nothing else is wrong with it, but no build step makes it'}"
 
 
-def _version_specific_extension(name: str) -> bool:
-    """The extension module under a CPython-specific name (_C.cpython-311-x86_64-linux-gnu.so)."""
-    return (
-        posixpath.dirname(name) == posixpath.dirname(EXTENSION)
-        and re.fullmatch(r"_C\.[^/]+\.so", posixpath.basename(name)) is not None
-    )
+def _is_our_library(so: Path) -> bool:
+    """The build's library by content: it exports csrc/exports.map's hooks."""
+    try:
+        return binary_info.exported_symbols(so) == declared_exports()
+    except Exception:  # cut short or malformed: elf_problem says how, elsewhere
+        return False
 
 
-def gate_one_extension(wheel: Path, cfg: config.BuildConfig, torch_include: Path) -> None:
-    """The build makes one binary, the extension: any other ELF file of the wheel is refused
-    as what it is, whatever its name, before any gate audits the extension."""
+def gate_one_library(wheel: Path, cfg: config.BuildConfig, torch_include: Path) -> None:
+    """The build makes one binary, the library: any other ELF file of the wheel is refused
+    as what it is, whatever its name, before any gate audits the library."""
     with elf_files(wheel) as found:
         for name, so in found.items():
-            if name == EXTENSION:
+            if name == LIBRARY:
                 continue
-            if _version_specific_extension(name):
+            if _is_our_library(so):
+                module = EXTENSION_MODULE_NAME.fullmatch(posixpath.basename(name))
                 raise GateFailure(
-                    "abi3-tag",
-                    f"extension {name} is built for one CPython version, not abi3",
-                    "build the extension with py_limited_api=True so it is named *.abi3.so",
+                    "library-name",
+                    f"the library is {name}, not {LIBRARY}, which the loader hands to torch"
+                    + (
+                        " (and CPython's importer takes its name for an extension module's)"
+                        if module
+                        else ""
+                    ),
+                    f"build with `make wheel`: buildtools/build_ext.py names it {config.LIBRARY} "
+                    "(buildtools/config.py LIBRARY); never rename a built library",
                 )
             raise GateFailure(
                 "unexpected-elf",
                 f"unexpected shared library {name} in the wheel: "
                 + describe_elf(name, so, cfg, torch_include, wheel),
-                f"ship only {EXTENSION}, which buildtools/build_ext.py builds: take {name} out "
+                f"ship only {LIBRARY}, which buildtools/build_ext.py builds: take {name} out "
                 "of the package (a stray build output in src/cuda_ext_example/ or package "
                 f"data; `make clean`, then `make repair`); code it carries belongs in csrc/, "
-                "linked into the one extension",
+                "linked into the one library",
             )
 
 
@@ -756,7 +785,7 @@ def _arch_of(tags: list[str]) -> str:
     archs = {arch for tag in tags for arch in LOADERS if tag.endswith(arch)}
     if len(archs) != 1:
         raise GateFailure(
-            "abi3-tag",
+            "py3-none-tag",
             f"wheel tags {tags} name no single CPU of {sorted(LOADERS)}",
             "build with make wheel (ARCH=aarch64 for the aarch64 wheel)",
         )
@@ -775,7 +804,7 @@ def all_gates(cfg: config.BuildConfig, torch_include: Path) -> list[tuple[str, C
         ("zip entries: no links, duplicates or paths outside", wheel_files.gate_zip_entries),
         ("RECORD matches the files", wheel_files.gate_record_matches_files),
         ("nothing grafted", wheel_files.gate_nothing_grafted),
-        (f"one ELF file: {EXTENSION}", lambda w: gate_one_extension(w, cfg, torch_include)),
+        (f"one ELF file: {LIBRARY}", lambda w: gate_one_library(w, cfg, torch_include)),
         ("ELF files whole and readable", gate_elf_readable),
         ("RPATH/RUNPATH only inside the wheel", gate_search_paths),
         ("no executable stack", gate_no_executable_stack),
@@ -789,8 +818,8 @@ def all_gates(cfg: config.BuildConfig, torch_include: Path) -> list[tuple[str, C
             lambda w: wheel_metadata.gate_metadata(w, cfg),
         ),
         ("release build (not a dev build)", gate_release_build),
-        ("abi3 tag", lambda w: gate_abi3_tag(w, cfg)),
-        ("abi3audit --strict", gate_abi3audit),
+        (f"{config.PYTHON_TAGS} tag", lambda w: gate_py3_none_tag(w, cfg)),
+        ("no CPython symbol", gate_no_cpython_symbols),
         ("twine check --strict", gate_twine_check),
         ("check-wheel-contents", gate_check_wheel_contents),
         ("ELF audit", lambda w: gate_elf(w, cfg)),

@@ -128,8 +128,8 @@ def auditwheel_repair(wheel: Path, out_dir: Path, clean: bool = True) -> Path:
     arch = wheel_arch(wheel)
     # The platform tag from pyproject's glibc floor (manylinux2014 for 2.17). auditwheel
     # names only this machine's CPU in --plat; for a cross-built wheel `auto` takes the CPU
-    # from the wheel and the lowest policy it meets, and the abi3 gate checks that this is
-    # the floor's tag for that CPU.
+    # from the wheel and the lowest policy it meets, and the py3-none tag gate checks that
+    # this is the floor's tag for that CPU.
     cfg = config.load()
     target = cfg.manylinux_tag(arch)
     plat = target if arch == platform.machine() else "auto"

@@ -161,7 +161,7 @@ def _requirement_problem(
 
 def requirements_problem(wheel: Path, cfg: config.BuildConfig) -> str | None:
     """The torch requirement and Requires-Python: the oldest torch whose stable ABI the
-    binary uses and the oldest CPython of its limited API."""
+    binary uses and the oldest CPython the Python code runs on."""
     meta = metadata(wheel)
     record = read_build_record(wheel)
     project = config.project()
@@ -177,15 +177,21 @@ def requirements_problem(wheel: Path, cfg: config.BuildConfig) -> str | None:
             ("torch-target", cfg.torch_target),
             record.get("torch_target"),
         ),
-        _requirement_problem(
-            "Requires-Python",
-            python,
-            declared_python,
-            ("python-limited-api", cfg.python_limited_api),
-            record.get("python_limited_api"),
-        ),
+        _python_problem(python, declared_python, record.get("requires_python")),
     ]
     return "; ".join(p for p in problems if p) or None
+
+
+def _python_problem(in_metadata: list, declared: list, recorded: object) -> str:
+    """'' when METADATA's Requires-Python is pyproject.toml's: the library uses no CPython
+    API, so the floor is the Python code's, declared once in [project] requires-python."""
+    if declared and in_metadata == declared:
+        return ""
+    return (
+        f"METADATA's Requires-Python is {', '.join(map(str, in_metadata)) or 'missing'}, not "
+        f"pyproject.toml's {', '.join(map(str, declared)) or 'none'} ([project] "
+        f"requires-python; the build record: {recorded})"
+    )
 
 
 # ---------------------------------------------------------------------- gates
@@ -216,9 +222,9 @@ METADATA_CHECKS: list[tuple[Callable[[Path, config.BuildConfig], str | None], st
     ),
     (
         requirements_problem,
-        'keep dependencies = ["torch>=T"] with T = [tool.cuda_ext_example] torch-target, '
-        'and requires-python = ">=P" with P = python-limited-api, in pyproject.toml '
-        "[project]; rebuild (make repair)",
+        'keep dependencies = ["torch>=T"] with T = [tool.cuda_ext_example] torch-target in '
+        "pyproject.toml [project], and requires-python there; rebuild (make repair), which "
+        "writes both into METADATA",
     ),
 ]
 

@@ -8,10 +8,10 @@ Method (scripts/bench/timing.py's): triton.testing.do_bench (CUDA events, L2 flu
 before each call), in each round one do_bench over the shapes called in turn
 (timing.interleaved_ms), each round on tensors of its own (earlier rounds' kept alive, so
 that every round's land elsewhere). Each shape is forced through
-cuda_ext_example._C.force_launch_shape, and its output is checked against the reference
-before it is timed. A shape is judged by its time over the reference's in the same round, the
-median over the rounds (vs_reference): a round's common slow or fast stretch cancels there,
-and not in a shape's own median time.
+cuda_ext_example._launch_shapes.force_launch_shape (the library's C hook, through ctypes),
+and its output is checked against the reference before it is timed. A shape is judged by
+its time over the reference's in the same round, the median over the rounds (vs_reference):
+a round's common slow or fast stretch cancels there, and not in a shape's own median time.
 
 Writes <out>/<gpu-slug>-<date>.csv, one row per (op, dtype, bytes, shape), with the GPU,
 driver, torch and date on every row (the table's provenance). A shape is labelled as
@@ -81,7 +81,7 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
     call by call in one do_bench, so a slow stretch of the GPU slows them all alike."""
     import torch
 
-    from cuda_ext_example import _C
+    from cuda_ext_example import _launch_shapes
     from cuda_ext_example.op_checks import difference
     from cuda_ext_example.op_checks import reference as reference_of
 
@@ -94,7 +94,7 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
         """fn, run in launch shape `index` of the compiled ones (-1: the table's own choice)."""
 
         def call() -> object:
-            _C.force_launch_shape(index)
+            _launch_shapes.force_launch_shape(index)
             return fn()
 
         return call
@@ -124,7 +124,7 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
             held.append(inputs)  # the next round's inputs land elsewhere
             del inputs, impls, calls
     finally:
-        _C.force_launch_shape(-1)
+        _launch_shapes.force_launch_shape(-1)
         held.clear()
     return times
 
@@ -151,9 +151,9 @@ def measure(
     if not torch.cuda.is_available():
         print("scripts.tune measure needs a CUDA GPU", file=sys.stderr)
         return 2
-    from cuda_ext_example import _C
+    from cuda_ext_example import _launch_shapes
 
-    compiled = [Shape(*s) for s in _C.vector_shapes()]
+    compiled = [Shape(*s) for s in _launch_shapes.vector_shapes()]
     missing = sorted(set(load().candidates) - set(compiled))
     if missing:
         names = ", ".join(map(str, missing))

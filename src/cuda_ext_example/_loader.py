@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 from ._build_info import load_build_info
 
@@ -41,8 +42,19 @@ def check_torch_version(installed: str, minimum: str) -> None:
         )
 
 
+def library_path(record: dict) -> Path:
+    """The compiled ops: a plain shared library, not a CPython extension module, named in
+    the build record. torch loads it (torch.ops.load_library) and its static initializers
+    register the ops; it uses no CPython symbol, so one wheel (py3-none) serves every
+    CPython, free-threaded ones included. Its name (buildtools/config.py LIBRARY) is none
+    an importer takes for an extension module: CPython's takes any <identifier>.so in a
+    package for one (`import cuda_ext_example._C` would load a _C.so, registering the
+    ops, then fail for want of PyInit__C; pkgutil and pydoc would list it as a module)."""
+    return Path(__file__).resolve().with_name(record["library"])
+
+
 def load_extension() -> dict:
-    """Checks torch, imports cuda_ext_example._C (which registers the ops), returns the record."""
+    """Checks torch, loads the compiled library (which registers the ops), returns the record."""
     import torch
 
     record = load_build_info()
@@ -52,10 +64,14 @@ def load_extension() -> dict:
         )
     check_torch_version(torch.__version__, record["torch_target"])
     try:
-        from . import _C  # noqa: F401  (importing it registers torch.ops.cuda_ext_example.*)
-    except ImportError as exc:
+        # Registers torch.ops.cuda_ext_example.*; loading it twice is a no-op.
+        torch.ops.load_library(library_path(record))
+    except OSError as exc:
+        # torch says only "Could not load this library: PATH"; the loader's words (an
+        # undefined symbol, a missing file) are its cause.
+        reason = exc.__cause__ or exc
         raise ImportError(
-            f"cuda_ext_example could not load its compiled extension with torch "
-            f"{torch.__version__}: {exc}. Run `python -m cuda_ext_example doctor` for details."
+            f"cuda_ext_example could not load its compiled library with torch "
+            f"{torch.__version__}: {reason}. Run `python -m cuda_ext_example doctor` for details."
         ) from exc
     return record

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import platform
 import sys
+import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +42,7 @@ class Environment:
     driver: int | None  # cuDriverGetVersion(); None: no NVIDIA driver
     gpus: list[Gpu] = field(default_factory=list)
     load_error: str | None = None  # why `import cuda_ext_example` failed, if it did
+    free_threaded: bool = False  # a CPython built without the GIL (3.13t, 3.14t)
 
 
 @dataclass
@@ -123,7 +125,7 @@ def judge(env: Environment, record: dict) -> list[Finding]:
         from ._loader import UNBUILT
 
         findings.append(Finding(FAIL, "build", f"{UNBUILT}: `make install` in the checkout"))
-    findings += judge_python(env.python, record.get("python_limited_api"))
+    findings += judge_python(env.python, env.free_threaded, record.get("requires_python"))
     findings += judge_torch(env, record.get("torch_target"))
     if env.load_error:
         findings.append(Finding(FAIL, "import", env.load_error))
@@ -147,15 +149,27 @@ def judge(env: Environment, record: dict) -> list[Finding]:
     return findings
 
 
-def judge_python(python: tuple[int, int], limited_api: str | None) -> list[Finding]:
-    py = ".".join(map(str, python))
-    if limited_api is None:
+def judge_python(
+    python: tuple[int, int], free_threaded: bool, requires: str | None
+) -> list[Finding]:
+    """The library uses no CPython API (py3-none): any CPython at or above the Python
+    code's floor, free-threaded ones included."""
+    py = ".".join(map(str, python)) + ("t (free-threaded)" if free_threaded else "")
+    floor = (requires or "").removeprefix(">=")
+    if not floor:
         return [Finding(OK, "python", py)]
     from ._loader import version_tuple
 
-    if python >= version_tuple(limited_api):
-        return [Finding(OK, "python", f"{py} (the wheel is abi3 for CPython >= {limited_api})")]
-    return [Finding(FAIL, "python", f"{py}; the wheel needs CPython >= {limited_api}")]
+    if python >= version_tuple(floor):
+        return [
+            Finding(
+                OK,
+                "python",
+                f"{py} (the wheel is py3-none: its library uses no CPython API; the package "
+                f"needs CPython >= {floor})",
+            )
+        ]
+    return [Finding(FAIL, "python", f"{py}; the package needs CPython >= {floor}")]
 
 
 def judge_torch(env: Environment, minimum: str | None) -> list[Finding]:
@@ -279,6 +293,7 @@ def driver_version() -> int | None:
 def gather(load_error: ImportError | None) -> Environment:
     env = Environment(
         python=sys.version_info[:2],
+        free_threaded=bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
         torch_version=None,
         torch_cuda=None,
         driver=driver_version(),

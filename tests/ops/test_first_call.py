@@ -17,12 +17,12 @@ pytestmark = pytest.mark.gpu
 
 CHECK = """
 import torch, cuda_ext_example
-from cuda_ext_example import _C, my_add, my_fast_add
+from cuda_ext_example import _launch_shapes, my_add, my_fast_add
 def check(out, a, b):
     torch.cuda.synchronize()
     assert torch.equal(out, torch.add(a, b)), "wrong result"
 def loaded():
-    return _C.libraries(True)  # the device-code libraries (op_dtype) loaded so far
+    return _launch_shapes.libraries(True)  # the device-code libraries (op_dtype) loaded so far
 """
 
 
@@ -88,7 +88,7 @@ def test_first_call_loads_its_own_library_only(op):
             return problem
         every = [f"{{name}}_{{d}}" for name in cuda_ext_example.OP_NAMES
                  for d in EVERY_OP[name]["dtypes"]]
-        assert sorted(_C.libraries()) == sorted(every), _C.libraries()
+        assert sorted(_launch_shapes.libraries()) == sorted(every), _launch_shapes.libraries()
         torch.cuda.synchronize()
         assert loaded() == [], loaded()  # torch's CUDA work loads none of ours
         problem = call("{op}", 4099)

@@ -1,5 +1,6 @@
 """The per-GPU launch shapes (tuning/launch_shapes.toml): the compiled choice
-(csrc/elementwise_launch.h, through cuda_ext_example._C) is what the table says, for every
+(csrc/elementwise_launch.h, through the library's C hooks and ctypes:
+cuda_ext_example._launch_shapes) is what the table says, for every
 table, number of inputs, element size and tensor size, with no GPU; on a GPU every compiled
 shape gives torch's answer bit for bit."""
 
@@ -20,9 +21,9 @@ MEASUREMENTS = launch_shapes.TABLE_FILE.parent / "measurements"
 
 @pytest.fixture(scope="module")
 def compiled():
-    from cuda_ext_example import _C
+    from cuda_ext_example import _launch_shapes
 
-    return _C
+    return _launch_shapes
 
 
 def sizes_around(rules) -> list[int]:
@@ -103,8 +104,13 @@ def test_bad_arguments_are_refused(compiled):
         compiled.launch_shape("x", 4, 4, 10)
     with pytest.raises(ValueError, match="element_bytes >= 1"):
         compiled.launch_shape("x", 1, 0, 10)
+    with pytest.raises(ValueError, match="bytes >= 0, got 1, 4, -1"):
+        compiled.launch_shape("x", 1, 4, -1)
     with pytest.raises(ValueError, match="not a compiled shape"):
         compiled.force_launch_shape(len(compiled.vector_shapes()))
+    with pytest.raises(ValueError, match="-2 is not a compiled shape"):
+        compiled.force_launch_shape(-2)
+    compiled.force_launch_shape(-1)  # the tables again: no error
 
 
 @pytest.mark.parametrize(

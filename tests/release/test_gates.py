@@ -8,6 +8,7 @@ import json
 import shutil
 import stat
 import subprocess
+import sys
 import textwrap
 import zipfile
 from pathlib import Path
@@ -20,9 +21,10 @@ from scripts.inspect import binary_info
 from scripts.release import gates as release_gates
 from scripts.release import wheel_files, wheel_metadata
 from tests.wheel_surgery import (
-    EXTENSION,
+    LIBRARY,
     append_entries,
     extension_copy,
+    hooks_but,
     nv_fatbin_without,
     patchelf,
     repack,
@@ -106,7 +108,7 @@ def test_refuses_grafted_torch_library(good_wheel, tmp_path):
     assert failure.gate == "grafted"
     assert f"a library was grafted into the wheel: {grafted}" in failure.reason
     assert "add it to the repair excludes" in failure.fix
-    assert "abi3" not in str(failure)  # not the wrong fault (nor the wrong fix)
+    assert "CPython" not in str(failure)  # not the wrong fault (nor the wrong fix)
 
 
 def test_refuses_truncated_extension(good_wheel, tmp_path):
@@ -114,10 +116,10 @@ def test_refuses_truncated_extension(good_wheel, tmp_path):
     truncated.write_bytes(extension_copy(good_wheel, tmp_path).read_bytes()[:100_000])
     failure = run_gates_until_refused(repack(good_wheel, tmp_path, replace_so=truncated))
     assert failure.gate == "elf-readable"
-    assert f"{EXTENSION} is not a readable ELF shared object (truncated:" in failure.reason
+    assert f"{LIBRARY} is not a readable ELF shared object (truncated:" in failure.reason
     assert "the file has 100000 bytes" in failure.reason
     assert "rebuild and repair the wheel" in failure.fix
-    assert "Traceback" not in str(failure) and "limited API" not in failure.fix
+    assert "Traceback" not in str(failure) and "CPython" not in failure.fix
 
 
 @pytest.mark.parametrize(
@@ -150,7 +152,7 @@ def test_refuses_search_path_outside_the_wheel(good_wheel, tmp_path, flags, path
     failure = run_gates_until_refused(repack(good_wheel, tmp_path, replace_so=so))
     assert failure.gate == "search-path"
     kind = "RPATH" if flags else "RUNPATH"
-    assert f"{EXTENSION} has {kind} {path!r}" in failure.reason
+    assert f"{LIBRARY} has {kind} {path!r}" in failure.reason
     assert "not a folder inside the wheel" in failure.reason
     assert "patchelf --remove-rpath" in failure.fix
 
@@ -243,7 +245,7 @@ def test_refuses_purelib_wheel(good_wheel, tmp_path):
     failure = run_gates_until_refused(bad)
     assert failure.gate == "wheel-file"
     assert (
-        f"WHEEL says Root-Is-Purelib: true, but the wheel carries compiled code ({EXTENSION})"
+        f"WHEEL says Root-Is-Purelib: true, but the wheel carries compiled code ({LIBRARY})"
         in failure.reason
     )
     assert "setuptools writes Root-Is-Purelib: false" in failure.fix
@@ -257,8 +259,8 @@ def test_refuses_tags_other_than_the_filename(good_wheel, tmp_path):
     shutil.copy(good_wheel, renamed)
     failure = run_gates_until_refused(renamed)
     assert failure.gate == "wheel-file"
-    assert "WHEEL's tags ['cp310-abi3-manylinux2014_x86_64', 'cp310-abi3-manylinux_2_17_x86_64'] " \
-        "are not the filename's ['cp310-abi3-manylinux_2_28_x86_64']" in failure.reason  # fmt: skip
+    assert "WHEEL's tags ['py3-none-manylinux2014_x86_64', 'py3-none-manylinux_2_17_x86_64'] " \
+        "are not the filename's ['py3-none-manylinux_2_28_x86_64']" in failure.reason  # fmt: skip
     assert "never rename a wheel" in failure.fix
 
 
@@ -269,7 +271,7 @@ def test_refuses_binary_for_another_cpu(good_wheel, tmp_path):
     so.write_bytes(data)
     failure = run_gates_until_refused(repack(good_wheel, tmp_path, replace_so=so))
     assert failure.gate == "wheel-file"
-    assert f"but {EXTENSION} is for aarch64" in failure.reason
+    assert f"but {LIBRARY} is for aarch64" in failure.reason
     assert "ARCH=aarch64" in failure.fix
 
 
@@ -289,7 +291,12 @@ METADATA_FAULTS = {
     "no Requires-Python": (
         "Requires-Python: >=3.10\n",
         "",
-        "METADATA's Requires-Python is missing, not >=3.10",
+        "METADATA's Requires-Python is missing, not pyproject.toml's >=3.10",
+    ),
+    "older Python": (
+        "Requires-Python: >=3.10",
+        "Requires-Python: >=3.9",
+        "METADATA's Requires-Python is >=3.9, not pyproject.toml's >=3.10",
     ),
     "other version": (
         "Version: 0.1.0",
@@ -346,6 +353,7 @@ STRAY_LIBRARY = """
     [
         "cuda_ext_example/helper.so",  # was refused as "built for one CPython version"
         "cuda_ext_example/helper.abi3.so",  # was "expected one extension .so", a RuntimeError
+        "cuda_ext_example/libhelper.dll",
         "cuda_ext_example/libhelper.so.1",  # was "grafted", with the repair excludes as fix
         "cuda_ext_example/data/helper.bin",  # passed every gate
     ],
@@ -366,7 +374,7 @@ def test_refuses_unexpected_shared_library(good_wheel, tmp_path, name):
 
 
 def test_unexpected_elf_is_named_for_what_it_is(good_wheel, tmp_path):
-    # A second Python extension module, outside the limited API: refused as what it is.
+    # A Python extension module beside the library: refused as what it is.
     so = compile_so(
         tmp_path,
         """
@@ -377,8 +385,8 @@ def test_unexpected_elf_is_named_for_what_it_is(good_wheel, tmp_path):
     name = "cuda_ext_example/extra.abi3.so"
     failure = run_gates_until_refused(repack(good_wheel, tmp_path, add={name: so.read_bytes()}))
     assert failure.gate == "unexpected-elf"
-    assert f"{name} in the wheel: a Python extension module (PyInit_extra); it imports " \
-        "CPython symbols outside the 3.10 limited API: PyUnicode_AsUTF8 (not abi3)" \
+    assert f"{name} in the wheel: a Python extension module (PyInit_extra); it uses the " \
+        "CPython ABI (imports PyUnicode_AsUTF8; defines PyInit_extra)" \
         in failure.reason  # fmt: skip
 
 
@@ -403,6 +411,70 @@ def test_every_elf_is_audited(good_wheel, tmp_path, cfg):
             run()
         assert exc.value.gate == gate
         assert said in exc.value.reason
+
+
+# ---------------------------------------------------- py3-none: no CPython ABI
+
+
+@pytest.mark.parametrize(
+    ("planted", "said"),
+    [
+        # The module init of old, left in: a CPython extension module's symbol.
+        ("void *PyInit__C(void) { return 0; }\n", "defines PyInit__C"),
+        # CPython calls and data: their ABI differs between versions and free-threaded builds.
+        (
+            "extern const char *PyUnicode_AsUTF8(void *); extern char _Py_NoneStruct;\n"
+            "const char *helper(void *o) { return PyUnicode_AsUTF8(&_Py_NoneStruct); }\n",
+            "imports PyUnicode_AsUTF8, _Py_NoneStruct",
+        ),
+    ],
+    ids=["module-init", "c-api"],
+)
+def test_refuses_a_cpython_symbol_in_the_library(good_wheel, tmp_path, planted, said):
+    so = compile_so(tmp_path, planted + hooks_but(""))
+    failure = run_gates_until_refused(repack(good_wheel, tmp_path, replace_so=so))
+    assert failure.gate == "cpython-symbols"
+    assert failure.reason.startswith(f"{LIBRARY} uses the CPython ABI ({said})")
+    assert "no py3-none wheel may" in failure.reason and "free-threaded" in failure.reason
+    assert "keep csrc/ free of Python.h" in failure.fix
+    assert "csrc/launch_shape_hooks.cpp" in failure.fix and "ctypes" in failure.fix
+
+
+@pytest.mark.parametrize(("python", "abi"), [("cp310", "abi3"), ("cp311", "cp311")])
+def test_refuses_a_tag_of_one_cpython_abi(good_wheel, tmp_path, python, abi):
+    # WHEEL and the filename agree (wheel tags rewrites both, and RECORD): only the tag is wrong.
+    shutil.copy(good_wheel, tmp_path / good_wheel.name)
+    subprocess.run(
+        [sys.executable, "-m", "wheel", "tags", "--remove", "--python-tag", python,
+         "--abi-tag", abi, tmp_path / good_wheel.name],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    (bad,) = tmp_path.glob(f"*-{python}-{abi}-*.whl")
+    failure = run_gates_until_refused(bad)
+    assert failure.gate == "py3-none-tag"
+    assert f"are not all py3-none: installers take a wheel tagged ['{python}-{abi}'] only on " \
+        "that CPython ABI" in failure.reason  # fmt: skip
+    assert "buildtools/wheel_tags.py" in failure.fix and "py_limited_api" in failure.fix
+
+
+@pytest.mark.parametrize(
+    ("name", "module"),
+    [
+        ("cuda_ext_example/_C.abi3.so", True),
+        ("cuda_ext_example/_C.cpython-314t-x86_64-linux-gnu.so", True),
+        ("cuda_ext_example/_C.so", True),
+        ("cuda_ext_example/lib/libcuda_ext_example.so.2", False),
+    ],
+)
+def test_refuses_the_library_under_another_name(good_wheel, tmp_path, name, module):
+    library = extension_copy(good_wheel, tmp_path).read_bytes()
+    failure = run_gates_until_refused(
+        repack(good_wheel, tmp_path, add={name: library}, remove=(LIBRARY,))
+    )
+    assert failure.gate == "library-name"  # found by content: not a stray library
+    assert failure.reason.startswith(f"the library is {name}, not {LIBRARY}, which the loader")
+    assert ("takes its name for an extension module's" in failure.reason) == module
+    assert "buildtools/build_ext.py names it libcuda_ext_example.so.1" in failure.fix
 
 
 # ------------------------------------------------ the record against the binary
@@ -462,8 +534,9 @@ def test_torch_abi_audit_refuses_unstable_libtorch_symbol(good_wheel, tmp_path):
         tmp_path,
         """
         extern char _ZN3c1019UndefinedTensorImpl10_singletonE;
-        void *PyInit__C(void) { return &_ZN3c1019UndefinedTensorImpl10_singletonE; }
-        """,
+        void *cee_vector_shape_count(void) { return &_ZN3c1019UndefinedTensorImpl10_singletonE; }
+        """
+        + hooks_but("cee_vector_shape_count"),
     )
     failure = run_gates_until_refused(repack(good_wheel, tmp_path, replace_so=so))
     assert failure.gate == "torch-abi-audit"
@@ -477,7 +550,8 @@ def test_torch_abi_audit_refuses_min_torch_above_target(good_wheel, tmp_path, cf
         tmp_path,
         """
         extern int torch_stream_native_handle(void *, void **);
-        void *PyInit__C(void *s) { void *h; torch_stream_native_handle(s, &h); return h; }
+        void *cee_vector_shape_count(void *s) { void *h; torch_stream_native_handle(s, &h);
+                                                return h; }
         """,
     )
     with pytest.raises(release_gates.GateFailure) as exc:
@@ -520,7 +594,7 @@ def test_refuses_executable_stack(good_wheel, tmp_path):
     so = patchelf(extension_copy(good_wheel, tmp_path), "--set-execstack")
     failure = run_gates_until_refused(repack(good_wheel, tmp_path, replace_so=so))
     assert failure.gate == "exec-stack"
-    assert f"{EXTENSION} asks for an executable stack (PT_GNU_STACK RWE)" in failure.reason
+    assert f"{LIBRARY} asks for an executable stack (PT_GNU_STACK RWE)" in failure.reason
     assert ".note.GNU-stack" in failure.fix
 
 
@@ -555,35 +629,35 @@ def test_good_wheel_has_none_of_these_faults(good_wheel, cfg):
     assert wheel_files.record_problems(good_wheel) == []
     assert wheel_files.build_paths_in(good_wheel) == []
     assert wheel_files.python_syntax_errors(good_wheel) == []
-    assert wheel_files.elf_names(good_wheel) == [EXTENSION]
+    assert wheel_files.elf_names(good_wheel) == [LIBRARY]
     for check, _ in wheel_metadata.WHEEL_CHECKS:
         assert check(good_wheel) is None
     for check, _ in wheel_metadata.METADATA_CHECKS:
         assert check(good_wheel, cfg) is None
     with zipfile.ZipFile(good_wheel) as zf:
         assert wheel_files.grafted_libraries(zf.namelist()) == []
-        data = zf.read(EXTENSION)
+        data = zf.read(LIBRARY)
     assert binary_info.elf_problem(data) is None
     assert release_gates.stack_flags(data) == "RW"
     assert release_gates._dynamic_tags(data, ("DT_RPATH", "DT_RUNPATH")) == []
 
 
 def test_a_crashing_tool_is_no_verdict():
-    # abi3audit on a truncated .so crashed with a traceback that the gate then
-    # answered with "use only the Python limited API": the wrong fix.
+    # A tool that crashes on a truncated .so with a traceback must not be answered with
+    # the fix for the fault that tool looks for: the wrong fix.
     crash = ["python3", "-c", "raise ValueError('bad ELF offset')"]
     with pytest.raises(release_gates.GateFailure) as exc:
-        release_gates._run_tool("abi3audit", crash, "use only the Python limited API")
+        release_gates._run_tool("twine-check", crash, "fix the package metadata")
     assert "`python3` crashed reading the wheel (no verdict)" in exc.value.reason
     assert "ValueError: bad ELF offset" in exc.value.reason
-    assert "limited API" not in exc.value.fix
+    assert "package metadata" not in exc.value.fix
     assert "every ELF is whole" in exc.value.fix
 
 
 def test_torch_abi_audit_seeing_no_torch_is_no_pass(good_wheel, tmp_path, cfg):
     # Our extension uses torch's shims; a reading with none (an nm that cannot read
     # the ELF gives an empty list) must not pass as clean.
-    so = compile_so(tmp_path, "int PyInit__C(void) { return 0; }\n")
+    so = compile_so(tmp_path, hooks_but(""))
     with pytest.raises(release_gates.GateFailure) as exc:
         release_gates.gate_torch_abi_audit(repack(good_wheel, tmp_path, replace_so=so), cfg)
     assert "it saw no torch symbol at all" in exc.value.reason

@@ -40,8 +40,9 @@ def test_platform_message_matches_the_declared_floors():
     from buildtools import config
 
     cfg = config.load(dev_spec="")
-    assert f"{cfg.abi_tag}-abi3-{cfg.manylinux_tag('x86_64')}" in WHEELS
-    assert f"CPython >= {cfg.python_limited_api}, glibc >= {cfg.glibc}" in WHEELS
+    assert cfg.wheel_tag("x86_64") in WHEELS
+    floor = cfg.requires_python.removeprefix(">=")
+    assert f"every CPython >= {floor}, free-threaded too, glibc >= {cfg.glibc}" in WHEELS
 
 
 def test_build_requirements_install_nothing_large_elsewhere():

@@ -72,8 +72,8 @@ def test_fresh_clone_release_then_inspect(released_clone):
         assert "/usr/local/cuda" not in log  # no include path or compiler from a toolkit
     wheels = sorted(p.name for p in (clone / "build" / "release" / "wheelhouse").glob("*.whl"))
     assert len(wheels) == 2
-    assert "cp310-abi3-manylinux2014_aarch64" in wheels[0]
-    assert "cp310-abi3-manylinux2014_x86_64" in wheels[1]
+    assert "py3-none-manylinux2014_aarch64" in wheels[0]
+    assert "py3-none-manylinux2014_x86_64" in wheels[1]
 
     run = make(clone, "inspect", "ARGS=--ptx --symbols", hide_cuda=hide)
     out = run.stdout + run.stderr
@@ -86,7 +86,7 @@ def test_fresh_clone_release_then_inspect(released_clone):
     assert "cubins from CUDA 12.0: sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_89 sm_90" in out
     assert "cubins from CUDA 12.9: sm_100 sm_103 sm_120 sm_121" in out  # inspect --ptx
     assert "ld.global.nc.v4" in out
-    assert "defined dynamic symbols (T): 1\n  T PyInit__C" in out  # inspect --symbols
+    assert "defined dynamic symbols (T): 6\n  T cee_device_library" in out  # --symbols
 
 
 def test_same_commit_same_bytes(released_clone, tmp_path):

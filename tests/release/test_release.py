@@ -51,7 +51,7 @@ def test_refuses_too_new_glibc(good_wheel, tmp_path, cfg):
         tmp_path,
         """
         #include <dlfcn.h>
-        void *PyInit__C(void) { return dlopen("libm.so.6", RTLD_NOW); }
+        void *cee_vector_shape_count(void) { return dlopen("libm.so.6", RTLD_NOW); }
     """,
     )
     with pytest.raises(release_gates.GateFailure, match=r"needs GLIBC_2\.(3[4-9]|[4-9]\d)") as exc:
@@ -71,28 +71,6 @@ def test_refuses_grafted_library(good_wheel, tmp_path, grafted):
     failure = run_gates_until_refused(bad)  # the pipeline as a whole stops, for this
     assert failure.gate == "grafted"
     assert grafted in failure.reason
-
-
-def test_refuses_non_abi3_extension(good_wheel, tmp_path):
-    # PyUnicode_AsUTF8 is not in the 3.10 limited API: abi3audit must say so.
-    so = compile_so(
-        tmp_path,
-        """
-        extern const char *PyUnicode_AsUTF8(void *);
-        const char *PyInit__C(void *o) { return PyUnicode_AsUTF8(o); }
-    """,
-    )
-    with pytest.raises(release_gates.GateFailure, match="PyUnicode_AsUTF8") as exc:
-        release_gates.gate_abi3audit(repack(good_wheel, tmp_path, replace_so=so))
-    assert exc.value.gate == "abi3audit"
-
-
-def test_refuses_version_specific_extension_name(good_wheel, tmp_path):
-    name = "cuda_ext_example/_C.cpython-311-x86_64-linux-gnu.so"
-    failure = run_gates_until_refused(repack(good_wheel, tmp_path, add={name: b"\x7fELF"}))
-    assert failure.gate == "abi3-tag"  # the extension under the wrong name, not a stray library
-    assert f"extension {name} is built for one CPython version, not abi3" in failure.reason
-    assert "py_limited_api=True" in failure.fix
 
 
 def device_code_so(tmp: Path, targets: dict[str, str], compress: bool = False) -> Path:
@@ -201,8 +179,8 @@ def test_refuses_shim_newer_than_target(good_wheel, tmp_path, cfg, torch_include
         """
         extern int torch_stream_native_handle(void *, void **);
         extern void aoti_torch_check(int, const char *, const char *, unsigned, const char *);
-        void *PyInit__C(void *s) { void *h; aoti_torch_check(1, 0, 0, 0, 0);
-                                   torch_stream_native_handle(s, &h); return h; }
+        void *cee_vector_shape_count(void *s) { void *h; aoti_torch_check(1, 0, 0, 0, 0);
+                                                torch_stream_native_handle(s, &h); return h; }
     """,
     )
     with pytest.raises(
@@ -218,7 +196,7 @@ def test_refuses_unknown_torch_symbol(good_wheel, tmp_path, cfg, torch_include):
         tmp_path,
         """
         extern int torch_made_up_shim(void);
-        int PyInit__C(void) { return torch_made_up_shim(); }
+        int cee_vector_shape_count(void) { return torch_made_up_shim(); }
     """,
     )
     with pytest.raises(release_gates.GateFailure, match="torch_made_up_shim"):
@@ -260,12 +238,11 @@ def test_repair_targets_the_glibc_floor(cfg, monkeypatch, tmp_path, glibc, tag):
     assert f"{tag}_{arch} does not allow" in fix and f"glibc {glibc}" in fix
 
 
-def test_abi3_gate_wants_the_floors_tag(good_wheel, cfg):
+def test_py3_none_gate_wants_the_floors_tag(good_wheel, cfg):
     # The repaired wheel is manylinux2014: a floor of 2.28 would want another tag.
-    release_gates.gate_abi3_tag(good_wheel, cfg)
-    wanted = r"do not include cp\d+-abi3-manylinux_2_28_"
-    with pytest.raises(release_gates.GateFailure, match=wanted):
-        release_gates.gate_abi3_tag(good_wheel, replace(cfg, glibc="2.28"))
+    release_gates.gate_py3_none_tag(good_wheel, cfg)
+    with pytest.raises(release_gates.GateFailure, match="do not include py3-none-manylinux_2_28_"):
+        release_gates.gate_py3_none_tag(good_wheel, replace(cfg, glibc="2.28"))
 
 
 def test_refuses_reupload_of_existing_version(good_wheel, tmp_path):
@@ -293,8 +270,8 @@ def test_simple_page_reader(tmp_path):
         '<a href="../../packages/cuda_ext_example-0.1.0.tar.gz#sha256=00ff">'
         "cuda_ext_example-0.1.0.tar.gz</a><br>\n"
         '<a data-requires-python="&gt;=3.10" '
-        "href='https://files.example/cuda_ext_example-0.1.0-cp310-abi3-x.whl#sha256=11'>\n"
-        "  cuda_ext_example-0.1.0-cp310-abi3-x.whl\n</a>\n</body></html>\n"
+        "href='https://files.example/cuda_ext_example-0.1.0-py3-none-x.whl#sha256=11'>\n"
+        "  cuda_ext_example-0.1.0-py3-none-x.whl\n</a>\n</body></html>\n"
     )
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
@@ -309,8 +286,8 @@ def test_simple_page_reader(tmp_path):
             assert project_files(base, "Cuda_Ext.Example") == {
                 "cuda_ext_example-0.1.0.tar.gz": f"http://127.0.0.1:{server.server_address[1]}"
                 "/packages/cuda_ext_example-0.1.0.tar.gz",
-                "cuda_ext_example-0.1.0-cp310-abi3-x.whl": (
-                    "https://files.example/cuda_ext_example-0.1.0-cp310-abi3-x.whl"
+                "cuda_ext_example-0.1.0-py3-none-x.whl": (
+                    "https://files.example/cuda_ext_example-0.1.0-py3-none-x.whl"
                 ),
             }
             assert project_files(base + "/", "no_such_project") == {}

@@ -23,7 +23,7 @@ from buildtools import setup_venv
 from tests.clones import ROOT, clone_with_tools, configured_paths, make, pypi_only_env
 
 LOCKS = sorted((ROOT / "requirements").glob("*.lock"))
-PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+PYTHONS = ["3.10", "3.11", "3.12", "3.13", "3.14"]
 # Tracked files that record what another machine printed (paths of that machine included).
 RESULT_LOGS = ("benchmarks/results/",)
 

@@ -62,6 +62,22 @@ def test_launch_shapes_say_which_table_a_gpu_takes():
     assert [f.message for f in findings if f.topic == "cuda:0 launch shapes"] == [finding.message]
 
 
+@pytest.mark.parametrize("free_threaded", [False, True])
+@pytest.mark.parametrize("python", [(3, 10), (3, 14), (3, 15)])
+def test_every_cpython_from_the_floor_on_is_ok_free_threaded_too(python, free_threaded):
+    (finding,) = [f for f in judge(env(python=python, free_threaded=free_threaded), BUILD_INFO)
+                  if f.topic == "python"]  # fmt: skip
+    assert finding.level == OK
+    assert finding.message.startswith(f"{python[0]}.{python[1]}" + "t" * free_threaded + " (")
+    assert "py3-none: its library uses no CPython API" in finding.message
+    assert "needs CPython >= 3.10" in finding.message
+
+
+def test_python_below_the_packages_floor_fails():
+    (finding,) = [f for f in judge(env(python=(3, 9)), BUILD_INFO) if f.topic == "python"]
+    assert (finding.level, finding.message) == (FAIL, "3.9; the package needs CPython >= 3.10")
+
+
 def test_old_torch_fails_with_the_version_needed():
     findings = judge(env(torch_version="2.9.1"), BUILD_INFO)
     (torch_finding,) = [f for f in findings if f.topic == "torch"]
