@@ -39,3 +39,19 @@ def wheel_problem(path: Path) -> str | None:
     if path.suffix != ".whl" or not zipfile.is_zipfile(path):
         return "not a wheel (a .whl zip file)"
     return None
+
+
+def wheel_check_command(argv, *, prog: str, doc: str, help: str, log: Path, check) -> int:
+    """The command line of a tool that runs one wheel somewhere else, `check WHEEL [--log
+    LOG]`: a wheel that is none is refused before the tool's slow set-up."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("check", help=help)
+    p.add_argument("wheel", type=Path)
+    p.add_argument("--log", type=Path, default=log)
+    args = parser.parse_args(argv)
+    if problem := wheel_problem(args.wheel):
+        parser.error(f"{args.wheel}: {problem}")
+    return check(args.wheel.resolve(), args.log)

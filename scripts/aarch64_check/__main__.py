@@ -14,7 +14,6 @@ which tests/release/test_newcomer.py checks.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -24,6 +23,7 @@ import zipfile
 from pathlib import Path
 
 from buildtools.config import ROOT
+from scripts.cli_args import wheel_check_command
 from scripts.gpu.facts import Log, header
 
 ENV = ROOT / "build" / "cross" / "aarch64-env"
@@ -178,17 +178,11 @@ def check(wheel: Path, log_path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m scripts.aarch64_check",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("check", help="the aarch64 wheel under qemu")
-    p.add_argument("wheel", type=Path)
-    p.add_argument("--log", type=Path, default=ROOT / "build" / "cross" / "aarch64-check.log")
-    args = parser.parse_args(argv)
-    return check(args.wheel.resolve(), args.log)
+    return wheel_check_command(
+        argv, prog="python -m scripts.aarch64_check", doc=__doc__,
+        help="the aarch64 wheel under qemu", check=check,
+        log=ROOT / "build" / "cross" / "aarch64-check.log",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

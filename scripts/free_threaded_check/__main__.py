@@ -15,7 +15,6 @@ tests/ops.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import subprocess
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from buildtools.config import ROOT
 from scripts.aarch64_check.__main__ import OPS_CHECK
+from scripts.cli_args import wheel_check_command
 from scripts.gpu.facts import Log, header
 
 ENV = ROOT / "build" / "free-threaded"
@@ -36,6 +36,8 @@ PYTHON = PREFIX / "bin" / "python3.14t"
 VENV = ENV / "venv"
 # The newest torch with a cp314t wheel; tests/ops needs pytest and hypothesis.
 PACKAGES = ["torch==2.13.0", "pytest", "hypothesis", "numpy"]
+# pip sees PyPI alone: the wheels a user gets, not this machine's mirrors.
+PYPI_ONLY = dict(os.environ, PIP_CONFIG_FILE=os.devnull)
 
 THREADS_CHECK = """
 import sys, threading, torch
@@ -91,16 +93,14 @@ def setup() -> None:
         build_python()
     if not (VENV / "bin" / "python").exists():
         sh(PYTHON, "-m", "venv", VENV)
-        # PyPI alone: the wheels a user gets, not this machine's mirrors.
-        env = dict(os.environ, PIP_CONFIG_FILE=os.devnull)
-        sh(VENV / "bin" / "python", "-m", "pip", "install", "-q", *PACKAGES, env=env)
+        sh(VENV / "bin" / "python", "-m", "pip", "install", "-q", *PACKAGES, env=PYPI_ONLY)
 
 
 def check(wheel: Path, log_path: Path) -> int:
     setup()
     python = str(VENV / "bin" / "python")
-    env = dict(os.environ, PIP_CONFIG_FILE=os.devnull)
-    sh(python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", wheel, env=env)
+    sh(python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", wheel,
+       env=PYPI_ONLY)  # fmt: skip
     log = Log(log_path)
     log.write(f"wheel: {wheel.name}")
     version = subprocess.run([python, "-VV"], capture_output=True, text=True).stdout.strip()
@@ -117,19 +117,10 @@ def check(wheel: Path, log_path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m scripts.free_threaded_check",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("check", help="the wheel on a free-threaded CPython 3.14t")
-    p.add_argument("wheel", type=Path)
-    p.add_argument("--log", type=Path, default=ENV / "check.log")
-    args = parser.parse_args(argv)
-    if not args.wheel.is_file():
-        parser.error(f"no wheel at {args.wheel}: build one with `make repair`")
-    return check(args.wheel.resolve(), args.log)
+    return wheel_check_command(
+        argv, prog="python -m scripts.free_threaded_check", doc=__doc__,
+        help="the wheel on a free-threaded CPython 3.14t", log=ENV / "check.log", check=check,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
