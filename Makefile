@@ -15,9 +15,10 @@ PYTHON = python3
 # Same commit, same bytes: every timestamp in the artifacts is the commit's.
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 
-# The CPUs the release ships a wheel for; ARCH picks one for wheel and repair. The device code
-# is the same for both; zig cross-links the host library.
-CPUS := x86_64 aarch64
+# The targets the release ships a wheel for: two Linux CPUs and Windows x86_64 (win_amd64);
+# ARCH picks one for wheel and repair. The device code is the same for all; zig cross-links
+# the host library.
+CPUS := x86_64 aarch64 win_amd64
 HOST_ARCH := $(shell uname -m)
 ARCH ?= $(HOST_ARCH)
 dist_of = $(if $(filter $(1),$(HOST_ARCH)),dist,build/$(1)/dist)
@@ -49,7 +50,7 @@ BUILT := $(DIST)/.built$(if $(strip $(ARCHS)),-dev-$(subst @,-,$(subst $(eval) ,
 # A stamp whose wheel was deleted is no stamp: FORCE rebuilds (and re-repairs) then.
 missing = $(if $(wildcard $(1)/*.whl),,FORCE)
 FORCE:
-wheel: $(BUILT) ## the wheel into dist/, rebuilt when a source changes (ARCH=aarch64: the other CPU's; ARCHS="90": a dev build)
+wheel: $(BUILT) ## the wheel into dist/, rebuilt when a source changes (ARCH=aarch64 or win_amd64: another target's; ARCHS="90": a dev build)
 $(BUILT): $(STAMP) $(WHEEL_SOURCES) $(call missing,$(DIST))
 	# setuptools' staging folders keep files the sources no longer have: start clean.
 	rm -rf $(DIST) build/lib.* build/bdist.*

@@ -20,7 +20,9 @@ from buildtools.build_ext import ZigNvrtcBuildExt  # noqa: E402
 from buildtools.wheel_tags import Py3NoneWheel  # noqa: E402
 
 wheel_options = {}
-if cross.target_arch() != cross.host_arch():  # make wheel ARCH=aarch64
+if cross.is_windows(cross.target_arch()):  # make wheel ARCH=win_amd64
+    wheel_options["plat_name"] = cross.target_arch()
+elif cross.target_arch() != cross.host_arch():  # make wheel ARCH=aarch64
     wheel_options["plat_name"] = f"linux_{cross.target_arch()}"
 
 setup(

@@ -42,16 +42,19 @@ def include(path: Path | str, name: str) -> list[str]:
 
 
 def zig_cxx(cfg: config.BuildConfig, generated: Path, arch: str | None = None) -> list[str]:
-    """zig c++ for the CPU and the glibc floor, with the include paths every host file needs."""
+    """zig c++ for the target (CPU and glibc floor, or Windows), with the include paths every
+    host file needs."""
+    target = arch or cross.target_arch()
+    # A DLL exports what is marked dllexport; an ELF library what is visible.
+    linux_only = [] if cross.is_windows(target) else ["-fPIC", "-fvisibility=hidden"]
     return [
         *toolchain.zig_command(),
         "c++",
         "-target",
-        f"{arch or cross.target_arch()}-linux-gnu.{cfg.glibc}",
+        cross.zig_target(target, cfg.glibc),
         "-O2",
         "-std=c++17",
-        "-fPIC",
-        "-fvisibility=hidden",
+        *linux_only,
         # No absolute path of the checkout in the binary (__FILE__, symbols): the same
         # commit gives the same bytes wherever it is built.
         f"-ffile-prefix-map={config.ROOT}=.",
@@ -63,6 +66,26 @@ def zig_cxx(cfg: config.BuildConfig, generated: Path, arch: str | None = None) -
         f"-I{generated}",
         # cuda.h and cudaTypedefs.h (types only; nothing is linked from CUDA).
         *include(device_code.pypi_path("cuda_runtime", "include"), "cuda/include"),
+    ]
+
+
+def torch_link_inputs(arch: str, torch_lib: Path, scratch: Path) -> list[str]:
+    """What the link takes of torch and the system: libtorch_cpu.so and the loader's
+    libraries, with csrc/exports.map as the version script; for Windows torch's import
+    library torch_cpu.lib (the hooks are dllexport, nothing else is exported), and the
+    DLL's own import library, which nobody links against, written to `scratch`, not next
+    to the DLL in the package."""
+    if cross.is_windows(arch):
+        return [
+            str(torch_lib / "torch_cpu.lib"),
+            f"-Wl,--out-implib,{scratch / 'cuda_ext_example.lib'}",
+        ]
+    return [
+        f"-L{torch_lib}",
+        "-ltorch_cpu",
+        "-ldl",
+        "-lpthread",
+        f"-Wl,--version-script={CSRC / 'exports.map'}",
     ]
 
 
@@ -79,13 +102,9 @@ def link_extension(cfg: config.BuildConfig, generated: Path, out: Path, arch: st
             *include(torch_include, "torch/include"),
             *(CSRC / name for name in HOST_SOURCES),
             generated / "device_code.S",
-            f"-L{torch_lib}",
-            "-ltorch_cpu",
-            "-ldl",
-            "-lpthread",
+            *torch_link_inputs(arch, torch_lib, generated),
             # No debug info in the shipped binary (symbols stay for inspection).
             "-Wl,--strip-debug",
-            f"-Wl,--version-script={CSRC / 'exports.map'}",
             "-o",
             out,
         ]
@@ -130,9 +149,10 @@ def _launch_shapes_record(ew: ops.Elementwise) -> dict:
     }
 
 
-def declared_record(cfg: config.BuildConfig) -> dict:
-    """The record's fields that pyproject.toml and ops/*/ops.toml decide: what a wheel's
-    record must say (the release gates compare it with these)."""
+def declared_record(cfg: config.BuildConfig, target: str) -> dict:
+    """The record's fields that pyproject.toml and ops/*/ops.toml decide for a build target
+    ('x86_64', 'aarch64', 'win_amd64'): what a wheel's record must say (the release gates
+    compare it with these)."""
     compiler, compilers = device_code.compiler_names(device_code.targets_of(cfg))
     ew = ops.elementwise()
     return {
@@ -160,8 +180,9 @@ def declared_record(cfg: config.BuildConfig) -> dict:
         "python_tags": config.PYTHON_TAGS,
         "requires_python": cfg.requires_python,
         # The compiled library in the package, which the loader hands to torch.
-        "library": config.LIBRARY,
-        "glibc_floor": cfg.glibc,
+        "library": config.library_name(target),
+        # A Windows DLL has no glibc floor.
+        "glibc_floor": None if cross.is_windows(target) else cfg.glibc,
     }
 
 
@@ -169,7 +190,7 @@ def build_record(cfg: config.BuildConfig, code: device_code.DeviceCode) -> dict:
     """What the wheel was built with; read by `doctor`, `inspect`, the gates and the tests."""
     commit, dirty = git_state()
     record = {"version": cfg.version, "git_commit": commit, "git_dirty": dirty}
-    record.update(declared_record(cfg))
+    record.update(declared_record(cfg, cross.target_arch()))
     # The compilers that ran (the gates check them against the declared ones).
     record["device_compiler"] = code.compiler
     record["device_compilers"] = code.compilers
@@ -210,9 +231,10 @@ def write_op_references(folder: Path) -> None:
 
 class ZigNvrtcBuildExt(build_ext):
     def get_ext_filename(self, fullname: str) -> str:
-        """The library's own name (config.LIBRARY), not a CPython extension module's."""
+        """The library's own name (config.LIBRARY, or the Windows DLL's), not a CPython
+        extension module's."""
         package = fullname.split(".")[:-1]
-        return str(Path(*package, config.LIBRARY))
+        return str(Path(*package, config.library_name(cross.target_arch())))
 
     def build_extension(self, ext) -> None:
         cfg = build_step("configuration (pyproject.toml, ARCHS)", config.load)

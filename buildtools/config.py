@@ -23,8 +23,17 @@ MANYLINUX_ALIASES = {"2.5": "manylinux1", "2.12": "manylinux2010", "2.17": "many
 # torch.ops.load_library), so every CPython 3 installs the wheel, free-threaded ones too;
 # [project] requires-python sets the floor of the Python code.
 PYTHON_TAGS = "py3-none"
-# The compiled library's name in the package (src/cuda_ext_example/_loader.py says why).
+# The compiled library's name in the package (src/cuda_ext_example/_loader.py says why), on
+# Linux and in the Windows wheel (win_amd64: a DLL, which no importer takes for a module).
 LIBRARY = "libcuda_ext_example.so.1"
+WINDOWS_LIBRARY = "cuda_ext_example.dll"
+# The Windows wheel's platform: cross-built here by zig against torch's own import library.
+WINDOWS = "win_amd64"
+
+
+def library_name(target: str) -> str:
+    """The library's file name for a build target ('x86_64', 'aarch64', 'win_amd64')."""
+    return WINDOWS_LIBRARY if target == WINDOWS else LIBRARY
 
 
 @dataclass(frozen=True)
@@ -71,9 +80,14 @@ class BuildConfig:
         major, minor = self.glibc.split(".")
         return f"manylinux_{major}_{minor}_{arch}"
 
-    def wheel_tag(self, arch: str) -> str:
-        """The repaired wheel's tag on a CPU: 'py3-none-manylinux2014_x86_64'."""
-        return f"{PYTHON_TAGS}-{self.manylinux_tag(arch)}"
+    def platform_tag(self, target: str) -> str:
+        """The wheel's platform tag for a build target: manylinux_tag for a Linux CPU,
+        'win_amd64' for Windows."""
+        return WINDOWS if target == WINDOWS else self.manylinux_tag(target)
+
+    def wheel_tag(self, target: str) -> str:
+        """The release wheel's tag: 'py3-none-manylinux2014_x86_64', 'py3-none-win_amd64'."""
+        return f"{PYTHON_TAGS}-{self.platform_tag(target)}"
 
     @property
     def arch_summary(self) -> str:

@@ -1,8 +1,11 @@
-"""Building for another CPU (aarch64 on an x86_64 machine, or x86_64 on an aarch64 one):
-what differs is only the host library. zig cross-compiles and links it; the device code (the
-fatbin) is the same bytes for every CPU. What the link needs of torch, its headers and
-libtorch_cpu.so, comes from torch's wheel for that CPU, fetched at the lock's version and
-hash and used for linking only. (Only x86_64 -> aarch64 has run: no aarch64 machine here.)
+"""Building for another CPU or system (aarch64 on an x86_64 machine, or x86_64 on an aarch64
+one; Windows x86_64, `win_amd64`, from Linux): what differs is only the host library. zig
+cross-compiles and links it; the device code (the fatbin) is the same bytes for every target.
+What the link needs of torch, its headers and libtorch_cpu.so (torch_cpu.lib, the import
+library of torch_cpu.dll, for Windows), comes from torch's wheel for that target, fetched at
+the lock's version and hash and used for linking only. The Windows DLL uses torch's C shims
+only (the LibTorch stable ABI is a C ABI), so zig's MinGW target links against torch's MSVC
+import library. (Only x86_64 -> aarch64 and -> win_amd64 have run.)
 """
 
 from __future__ import annotations
@@ -22,8 +25,26 @@ LOCK = config.ROOT / "requirements" / "dev.lock"
 WHEEL_PLATFORMS = {
     "x86_64": ["manylinux_2_28_x86_64", "manylinux2014_x86_64"],
     "aarch64": ["manylinux_2_28_aarch64", "manylinux2014_aarch64"],
+    config.WINDOWS: [config.WINDOWS],
 }
-LINK_ONLY = ("torch/lib/libtorch_cpu.so", "torch/lib/libc10.so")
+LINK_ONLY = {
+    "linux": ("torch/lib/libtorch_cpu.so", "torch/lib/libc10.so"),
+    "windows": ("torch/lib/torch_cpu.lib",),
+}
+
+
+def is_windows(target: str) -> bool:
+    return target == config.WINDOWS
+
+
+def link_only(target: str) -> tuple[str, ...]:
+    return LINK_ONLY["windows" if is_windows(target) else "linux"]
+
+
+def zig_target(target: str, glibc: str) -> str:
+    """zig's target triple: x86_64-linux-gnu.2.17, or x86_64-windows-gnu (MinGW: its own
+    C++ runtime linked in, the Universal C Runtime of every Windows 10 and later)."""
+    return "x86_64-windows-gnu" if is_windows(target) else f"{target}-linux-gnu.{glibc}"
 
 
 def host_arch() -> str:
@@ -77,9 +98,10 @@ def torch_paths(arch: str) -> tuple[Path, Path]:
     """(include dir, lib dir) of torch for `arch`: headers and the libraries to link."""
     wheel = torch_wheel(arch)
     root = CACHE / wheel.stem
-    if not (root / LINK_ONLY[0]).exists():
+    needed = link_only(arch)
+    if not (root / needed[0]).exists():
         with zipfile.ZipFile(wheel) as zf:
             for name in zf.namelist():
-                if name.startswith("torch/include/") or name in LINK_ONLY:
+                if name.startswith("torch/include/") or name in needed:
                     zf.extract(name, root)
     return root / "torch" / "include", root / "torch" / "lib"

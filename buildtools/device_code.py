@@ -19,8 +19,8 @@ that op's rule.h, instantiated for that dtype), packed with every target into it
 The launcher loads a library at the first launch of one of its kernels, so the first call of
 an op in a dtype costs the loading of those few kernels alone (the driver's cost grows with
 the kernels a library holds), however many ops and dtypes the wheel has. All fatbins sit in
-the .nv_fatbin section (where cuobjdump, compute-sanitizer and Nsight look), each under its
-hidden symbol cee_fatbin_<op>_<dtype> with its size.
+the .nv_fatbin section (where cuobjdump, compute-sanitizer and Nsight look; .nv_fatb in the
+Windows DLL), each under its hidden symbol cee_fatbin_<op>_<dtype> with its size.
 
 The kernel instances come from the op declarations (buildtools/ops.py: ops/*/ops.toml and
 pyproject.toml's launch shapes); each is an NVRTC name expression, and NVRTC's lowered
@@ -604,20 +604,33 @@ def fatbin_assembly(fatbins: dict[str, Path]) -> str:
     """Embeds each library's fatbin in the .nv_fatbin section, where nvcc puts its fatbins,
     so that cuobjdump, compute-sanitizer and Nsight find them: one after the other, 8-byte
     aligned, each under its hidden symbol cee_fatbin_<name> with its size (the launcher's
-    reference; `python -m scripts.inspect` and the gates tell them apart by it)."""
-    lines = ['\t.section .nv_fatbin, "a"']
+    reference; `python -m scripts.inspect` and the gates tell them apart by it). In a Windows
+    DLL the section is .nv_fatb, nvcc's name there (an image's section names have 8 bytes at
+    most), and COFF has no hidden symbols, symbol types or sizes (only the hooks are
+    exported: they are dllexport); the preprocessor picks (a .S file is preprocessed)."""
+    lines = [
+        "#ifdef _WIN32",
+        '\t.section .nv_fatb, "dr"',
+        "#else",
+        '\t.section .nv_fatbin, "a"',
+        "#endif",
+    ]
     for name, path in fatbins.items():
         symbol = FATBIN_SYMBOL.format(name)
         lines += [
             "\t.balign 8",
             f"\t.globl {symbol}",
+            "#ifndef _WIN32",
             f"\t.hidden {symbol}",
             f"\t.type {symbol}, @object",
+            "#endif",
             f"{symbol}:",
             f'\t.incbin "{path}"',
+            "#ifndef _WIN32",
             f"\t.size {symbol}, . - {symbol}",
+            "#endif",
         ]
-    lines.append('\t.section .note.GNU-stack, "", @progbits')
+    lines += ["#ifndef _WIN32", '\t.section .note.GNU-stack, "", @progbits', "#endif"]
     return "\n".join(lines) + "\n"
 
 

@@ -15,7 +15,8 @@ SUPPORTED = {("Linux", "x86_64"), ("Linux", "aarch64")}
 # checks it against the declared floors (buildtools/config.py).
 WHEELS = (
     "Linux x86_64 and aarch64 (py3-none-manylinux2014_x86_64 / _aarch64: every CPython >= "
-    "3.10, free-threaded too, glibc >= 2.17)"
+    "3.10, free-threaded too, glibc >= 2.17) and Windows x86_64 (py3-none-win_amd64, "
+    "cross-built on Linux)"
 )
 
 
@@ -24,9 +25,10 @@ def unsupported_reason(system: str, machine: str) -> str | None:
         return None
     return (
         f"cuda_ext_example cannot be built on {system} {machine}. It ships wheels for "
-        f"{WHEELS} only; the source build needs that platform too (zig links it against "
-        "glibc 2.17 and torch's Linux libraries). Use Linux on x86_64 or aarch64, a container, "
-        "or WSL2 on Windows; see https://github.com/cuda-ext-example/cuda_ext_example"
+        f"{WHEELS} only; the source build runs on Linux x86_64 or aarch64 alone (zig links "
+        "against glibc 2.17 and torch's libraries; the Windows wheel is cross-built there). "
+        "Install the wheel (pip picks it), or build on Linux, a container, or WSL2 on "
+        "Windows; see https://github.com/cuda-ext-example/cuda_ext_example"
     )
 
 

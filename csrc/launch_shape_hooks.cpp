@@ -20,7 +20,11 @@
 #include "host_float16.h"
 #include "launcher.h"
 
+#ifdef _WIN32
+#define CEE_EXPORT extern "C" __declspec(dllexport)
+#else
 #define CEE_EXPORT extern "C" __attribute__((visibility("default")))
+#endif
 
 // The number of compiled vector shapes.
 CEE_EXPORT int cee_vector_shape_count(void) { return CEE_NUM_VECTOR_SHAPES; }

@@ -44,8 +44,6 @@
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
-#include <dlfcn.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,9 +51,10 @@
 #include <mutex>
 
 #include "cee_generated.h"  // CEE_DEVICE_CODE, cee_kernel_names, CEE_MIN_DRIVER
+#include "dynamic_library.h"
 
 // Each library's fatbin, embedded by the generated device_code.S (section
-// .nv_fatbin) under the symbol cee_fatbin_<name>.
+// .nv_fatbin; .nv_fatb in a Windows DLL) under the symbol cee_fatbin_<name>.
 #define CEE_DECLARE_FATBIN(index, name) \
   extern "C" const unsigned char cee_fatbin_##name[];
 CEE_FOR_EACH_LIBRARY(CEE_DECLARE_FATBIN)
@@ -163,34 +162,43 @@ void* entry_point(const Driver& d, const char* name) {
 // The CUDA toolkit ships a libcuda.so.1 for linking only (lib64/stubs); found
 // first on the library path, it answers CUDA_ERROR_STUB_LIBRARY to every call.
 void describe_stub(void* symbol, char* out, size_t len) {
-  Dl_info info = {};
-  char path[256] = "libcuda.so.1";
-  if (symbol && dladdr(symbol, &info) && info.dli_fname)
-    snprintf(path, sizeof path, "%s", info.dli_fname);
+  char path[256] = CEE_DRIVER_LIBRARY;
+  cee::library_file_of(symbol, path, sizeof path);
   char folder[256];
   snprintf(folder, sizeof folder, "%s", path);
+  char* slash = strrchr(folder, '/');
+#ifdef _WIN32
+  if (char* back = strrchr(folder, '\\'); back && (!slash || back > slash))
+    slash = back;
+#endif
+  if (slash) slash[slash == folder ? 1 : 0] = '\0';  // "/x": the root stays
   snprintf(out, len,
-           "the libcuda.so.1 this process loaded (%s) is the CUDA toolkit's "
-           "stub library (CUDA_ERROR_STUB_LIBRARY), made for linking, not an "
-           "NVIDIA driver. Remove %s from LD_LIBRARY_PATH (and the loader's "
-           "configuration), and install an NVIDIA driver >= " CEE_MIN_DRIVER
+           "the " CEE_DRIVER_LIBRARY
+           " this process loaded (%s) is the CUDA toolkit's stub library "
+           "(CUDA_ERROR_STUB_LIBRARY), made for linking, not an NVIDIA driver. "
+           "Remove %s from " CEE_PATH_VARIABLE
+           " (and the loader's configuration), and install an NVIDIA driver "
+           ">= " CEE_MIN_DRIVER
            " on a GPU machine; the CPU kernels work without one",
-           path, dirname(folder));
+           path, slash ? folder : ".");
 }
 
-// Opens libcuda.so.1 and takes the entry points; false with once.error set.
+// Opens the driver library (libcuda.so.1, nvcuda.dll) and takes the entry
+// points; false with once.error set.
 bool load_driver(State& s, Once& once) {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  char why[256] = "";
+  void* lib = cee::open_library(CEE_DRIVER_LIBRARY, why, sizeof why);
   if (!lib) {
     snprintf(once.error, sizeof once.error,
-             "cannot load the NVIDIA driver library libcuda.so.1 (%s). Install "
-             "an NVIDIA driver >= " CEE_MIN_DRIVER " (CUDA " CEE_MIN_DRIVER_CUDA
+             "cannot load the NVIDIA driver library " CEE_DRIVER_LIBRARY
+             " (%s). Install an NVIDIA driver >= " CEE_MIN_DRIVER
+             " (CUDA " CEE_MIN_DRIVER_CUDA
              "); the CPU kernels work without one",
-             dlerror());
+             why);
     return false;
   }
   auto driver_version = reinterpret_cast<PFN_cuDriverGetVersion_v2020>(
-      dlsym(lib, "cuDriverGetVersion"));
+      cee::library_symbol(lib, "cuDriverGetVersion"));
   int version = 0;
   if (driver_version && driver_version(&version) == CUDA_ERROR_STUB_LIBRARY) {
     once.status = CUDA_ERROR_STUB_LIBRARY;
@@ -199,7 +207,7 @@ bool load_driver(State& s, Once& once) {
     return false;
   }
   s.driver.get_proc_address = reinterpret_cast<PFN_cuGetProcAddress_v12000>(
-      dlsym(lib, "cuGetProcAddress_v2"));
+      cee::library_symbol(lib, "cuGetProcAddress_v2"));
   if (version < kDriverApiVersion || !s.driver.get_proc_address) {
     snprintf(once.error, sizeof once.error,
              "the NVIDIA driver supports CUDA %d.%d; this wheel's GPU kernels "

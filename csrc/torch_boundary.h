@@ -6,7 +6,6 @@
 // named by `torch_call_failed`, with torch's own words where torch has them.
 #pragma once
 // Functions defined here are inline: any number of files may include it.
-#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
@@ -15,6 +14,8 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+
+#include "dynamic_library.h"
 
 namespace cee {
 
@@ -33,12 +34,8 @@ constexpr const char* kTorchCallFailed = "torch call failed (";
 inline const char* torch_last_error() {
   using GetWhat = const char* (*)();
   static const GetWhat get_what = [] {
-    void* lib = dlopen("libtorch_cpu.so", RTLD_LAZY | RTLD_NOLOAD);
-    if (!lib) return GetWhat(nullptr);
-    auto f = reinterpret_cast<GetWhat>(
-        dlsym(lib, "torch_exception_get_what_without_backtrace"));
-    dlclose(lib);  // RTLD_NOLOAD took a reference; torch still holds its own.
-    return f;
+    return reinterpret_cast<GetWhat>(cee::loaded_library_symbol(
+        CEE_TORCH_CPU_LIBRARY, "torch_exception_get_what_without_backtrace"));
   }();
   return get_what ? get_what() : nullptr;
 }

@@ -1,12 +1,13 @@
 // torch's current CUDA stream, for every op that launches (csrc/ops.cpp,
 // csrc/custom_op.h). At stable-ABI target 2.10 there is no stable shim for
-// it; aoti_torch_get_current_cuda_stream lives in libtorch_cuda.so, which torch
-// loads RTLD_LOCAL, so it is looked up in that library by handle. A CPU-only
+// it; aoti_torch_get_current_cuda_stream lives in libtorch_cuda.so
+// (torch_cuda.dll on Windows), which torch loads privately (RTLD_LOCAL), so it
+// is looked up in that library by name (csrc/dynamic_library.h). A CPU-only
 // torch has no such library: that is an error at call time, never at import.
 #pragma once
-#include <dlfcn.h>
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 
+#include "dynamic_library.h"
 #include "torch_boundary.h"
 
 namespace cee {
@@ -15,12 +16,9 @@ using GetCurrentCudaStream = AOTITorchError (*)(int32_t, void**);
 
 inline GetCurrentCudaStream find_current_stream_getter() {
   static GetCurrentCudaStream cached = nullptr;
-  if (cached) return cached;
-  void* lib = dlopen("libtorch_cuda.so", RTLD_LAZY | RTLD_NOLOAD);
-  if (!lib) return nullptr;
-  cached = reinterpret_cast<GetCurrentCudaStream>(
-      dlsym(lib, "aoti_torch_get_current_cuda_stream"));
-  dlclose(lib);  // RTLD_NOLOAD took a reference; torch still holds its own.
+  if (!cached)
+    cached = reinterpret_cast<GetCurrentCudaStream>(loaded_library_symbol(
+        CEE_TORCH_CUDA_LIBRARY, "aoti_torch_get_current_cuda_stream"));
   return cached;
 }
 
@@ -29,7 +27,8 @@ inline GetCurrentCudaStream require_cuda_torch() {
   if (!get_stream)
     fail(
         "got CUDA tensors, but the running torch has no CUDA support "
-        "(libtorch_cuda.so is not loaded); install a CUDA build of torch");
+        "(" CEE_TORCH_CUDA_LIBRARY
+        " is not loaded); install a CUDA build of torch");
   return get_stream;
 }
 

@@ -3,6 +3,7 @@ installs the repaired wheel first), never the source tree."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,20 @@ def good_wheel() -> Path:
         f"expected one repaired wheel in wheelhouse/, found {wheels}: make repair"
     )
     return wheels[0]
+
+
+@pytest.fixture(scope="session")
+def windows_wheel() -> Path:
+    """This checkout's Windows wheel (make wheel ARCH=win_amd64: zig cross-links the DLL
+    against torch's win_amd64 import library; rebuilt only when a source changed): the
+    Windows gates' tests plant their faults in copies of it."""
+    run = subprocess.run(
+        ["make", "--no-print-directory", "wheel", "ARCH=win_amd64"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    (wheel,) = (ROOT / "build" / "win_amd64" / "dist").glob("*.whl")
+    return wheel
 
 
 @pytest.fixture(params=list(OPS), ids=list(OPS))

@@ -107,10 +107,11 @@ def patchelf(so: Path, *args: str) -> Path:
 
 
 def nv_fatbin_without(so: Path, library: str, sass_arch: str | None = None) -> Path:
-    """The extension with its .nv_fatbin rewritten (objcopy --update-section): without the
-    fatbin of `library` (an op and dtype: "my_add_float32"), or with that fatbin but without
-    its SASS for `sass_arch` ('sm_90')."""
-    data = binary_info.section_data(so, ".nv_fatbin")
+    """The extension with its .nv_fatbin (a DLL's .nv_fatb) rewritten (objcopy
+    --update-section): without the fatbin of `library` (an op and dtype: "my_add_float32"),
+    or with that fatbin but without its SASS for `sass_arch` ('sm_90')."""
+    name = binary_info.fatbin_section(so)
+    data = binary_info.section_data(so, name)
     section = b""
     for fatbin in binary_info.fatbins(data):
         raw = data[fatbin.offset : fatbin.offset + fatbin.size]
@@ -126,7 +127,7 @@ def nv_fatbin_without(so: Path, library: str, sass_arch: str | None = None) -> P
         import pytest
 
         pytest.skip("needs objcopy")
-    subprocess.run([objcopy, "--update-section", f".nv_fatbin={new}", so], check=True)
+    subprocess.run([objcopy, "--update-section", f"{name}={new}", so], check=True)
     return so
 
 

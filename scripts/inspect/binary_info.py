@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import pe_info
+
 
 class ToolMissing(RuntimeError):
     """A CUDA binary tool (nvdisasm) is not installed."""
@@ -56,7 +58,9 @@ def _dynamic_symbols(path: Path):
 
 
 def needed_libraries(path: Path) -> list[str]:
-    """DT_NEEDED entries, in order."""
+    """DT_NEEDED entries, in order (a DLL's imported DLLs)."""
+    if pe_info.is_pe(path):
+        return pe_info.imported_libraries(path)
     elf = _elf(path)
     try:
         dynamic = elf.get_section_by_name(".dynamic")
@@ -66,7 +70,10 @@ def needed_libraries(path: Path) -> list[str]:
 
 
 def exported_symbols(path: Path) -> list[str]:
-    """Defined global/weak dynamic symbols (the T/W lines of `nm -D --defined-only`)."""
+    """Defined global/weak dynamic symbols (the T/W lines of `nm -D --defined-only`; a
+    DLL's exports)."""
+    if pe_info.is_pe(path):
+        return pe_info.exported_symbols(path)
     return sorted(
         s.name
         for s in _dynamic_symbols(path)
@@ -76,11 +83,16 @@ def exported_symbols(path: Path) -> list[str]:
 
 def undefined_symbols(path: Path) -> list[str]:
     """Symbols the binary imports (the U lines of `nm -D`), without version suffixes."""
+    if pe_info.is_pe(path):
+        return pe_info.imported_symbols(path)
     return sorted({s.name for s in _dynamic_symbols(path) if s["st_shndx"] == "SHN_UNDEF"})
 
 
 def symbol_versions(path: Path) -> dict[str, list[str]]:
-    """Required symbol versions per library, e.g. {'libc.so.6': ['GLIBC_2.2.5', ...]}."""
+    """Required symbol versions per library, e.g. {'libc.so.6': ['GLIBC_2.2.5', ...]};
+    none for a DLL."""
+    if pe_info.is_pe(path):
+        return {}
     elf = _elf(path)
     try:
         section = elf.get_section_by_name(".gnu.version_r")
@@ -95,7 +107,10 @@ def symbol_versions(path: Path) -> dict[str, list[str]]:
 
 
 def section_data(path: Path, name: str) -> bytes | None:
-    """The bytes of one ELF section (e.g. '.nv_fatbin', the embedded device code)."""
+    """The bytes of one ELF section (e.g. '.nv_fatbin', the embedded device code), or of a
+    DLL's section."""
+    if pe_info.is_pe(path):
+        return pe_info.section_data(path, name)
     elf = _elf(path)
     try:
         section = elf.get_section_by_name(name)
@@ -211,10 +226,14 @@ class Fatbin:
 
 
 def fatbins(data: bytes) -> list[Fatbin]:
-    """Every fatbin in `data` (a .nv_fatbin section or a .fatbin file), in order."""
+    """Every fatbin in `data` (a .nv_fatbin section or a .fatbin file), in order. Zero bytes
+    after the last one are padding, not a fatbin: a DLL's section is padded to the file
+    alignment, and where its virtual size exceeds its raw data the loader fills zeros."""
     found, offset = [], 0
     while offset + FATBIN_HEADER.size <= len(data):
         magic, _, header_size, size = FATBIN_HEADER.unpack_from(data, offset)
+        if magic == 0 and data.count(0, offset) == len(data) - offset:
+            break
         if magic != FATBIN_MAGIC:
             raise RuntimeError(f"no fatbin at byte {offset} (magic {magic:#x})")
         entries = []
@@ -242,11 +261,18 @@ def fatbin_entries(data: bytes) -> list[FatbinEntry]:
     return [entry for fatbin in fatbins(data) for entry in fatbin.entries]
 
 
+def fatbin_section(path: Path) -> str:
+    """The section nvcc puts fatbins in: .nv_fatbin in an ELF file, .nv_fatb in a DLL."""
+    return pe_info.FATBIN_SECTION if pe_info.is_pe(path) else ".nv_fatbin"
+
+
 def embedded_fatbins(path: Path) -> list[Fatbin]:
-    """The fatbins of the binary's .nv_fatbin section: one per library (op and dtype)."""
-    data = section_data(path, ".nv_fatbin")
+    """The fatbins of the binary's fatbin section (.nv_fatbin; a DLL's .nv_fatb): one per
+    library (op and dtype)."""
+    name = fatbin_section(path)
+    data = section_data(path, name)
     if data is None:
-        raise RuntimeError(f"{Path(path).name} has no .nv_fatbin section (no device code)")
+        raise RuntimeError(f"{Path(path).name} has no {name} section (no device code)")
     return fatbins(data)
 
 
@@ -257,7 +283,11 @@ def embedded_fatbin(path: Path) -> list[FatbinEntry]:
 
 def fatbin_symbols(path: Path) -> dict[str, tuple[int, int]]:
     """{library: (offset in .nv_fatbin, size)} of the symbols cee_fatbin_<library> in the
-    symbol table (hidden symbols: .symtab, which only a full strip removes)."""
+    symbol table (hidden symbols: .symtab, which only a full strip removes). Empty for a
+    DLL: a PE image keeps no symbol sizes (its fatbins are told apart by their entries'
+    names alone)."""
+    if pe_info.is_pe(path):
+        return {}
     elf = _elf(path)
     try:
         names = [s.name for s in elf.iter_sections()]
@@ -363,9 +393,9 @@ def extension_in(path: Path):
         return
     with zipfile.ZipFile(path) as wheel, tempfile.TemporaryDirectory() as tmp:
         files = [n for n in wheel.namelist() if not n.endswith("/")]
-        names = [n for n in files if wheel.open(n).read(4) == b"\x7fELF"]
+        names = [n for n in files if is_binary(wheel.open(n).read(4))]
         if len(names) != 1:
-            raise RuntimeError(f"{path.name}: expected one library (ELF file), found {names}")
+            raise RuntimeError(f"{path.name}: expected one library (ELF or DLL), found {names}")
         so = Path(wheel.extract(names[0], tmp))
         require_elf(so)
         yield so
@@ -380,11 +410,21 @@ def elf_errors() -> tuple[type[BaseException], ...]:
     return (ELFError,)
 
 
+def is_binary(head: bytes) -> bool:
+    """An ELF file or a PE (Windows) one, by its first bytes."""
+    return head.startswith(b"\x7fELF") or pe_info.is_pe(head)
+
+
 def require_elf(path: Path) -> None:
-    """Refuses, with a plain reason, what no ELF tool can read whole: not ELF at all, or an
-    ELF cut short (the tools' own errors on such input are tracebacks or 'Memory allocation
-    failure')."""
+    """Refuses, with a plain reason, what no ELF (or PE) tool can read whole: neither at all,
+    or one cut short (the tools' own errors on such input are tracebacks or 'Memory
+    allocation failure')."""
     data = Path(path).read_bytes()
+    if pe_info.is_pe(data):
+        problem = pe_info.pe_problem(data)
+        if problem:
+            raise RuntimeError(f"{Path(path).name} is not a readable DLL ({problem})")
+        return
     if not data.startswith(b"\x7fELF"):
         raise RuntimeError(f"{Path(path).name} is neither a wheel (.whl) nor an ELF shared library")
     problem = elf_problem(data)

@@ -97,7 +97,8 @@ def report_libraries(so: Path, code: dict[str, list[str]], out) -> None:
     entries' identifier): its size, its targets where they differ from the whole's."""
     found = binary_info.embedded_fatbins(so)
     symbols = binary_info.fatbin_symbols(so)
-    print(f"libraries: {len(found)} fatbins in .nv_fatbin, one per op and dtype, each loaded "
+    section = binary_info.fatbin_section(so)
+    print(f"libraries: {len(found)} fatbins in {section}, one per op and dtype, each loaded "
           "at the first call of its op in its dtype", file=out)  # fmt: skip
     for index, fatbin in enumerate(found):
         sass, ptx = fatbin.archs("sass"), fatbin.archs("ptx")

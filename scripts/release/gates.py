@@ -43,8 +43,11 @@ ALLOWED_NEEDED = frozenset(
     }
 )
 LOADERS = {"x86_64": "ld-linux-x86-64.so.2", "aarch64": "ld-linux-aarch64.so.1"}
-# The one binary of the wheel: a plain library that torch loads, not a CPython module.
+# The one binary of the wheel: a plain library that torch loads, not a CPython module
+# (library_of: the Windows wheel's DLL).
 LIBRARY = f"cuda_ext_example/{config.LIBRARY}"
+# The wheel platforms, as their tags end: the Linux CPUs (LOADERS) and Windows.
+TARGETS = (*LOADERS, config.WINDOWS)
 # What it exports: the hooks of the linker's version script, nothing else.
 EXPORTS_MAP = config.ROOT / "csrc" / "exports.map"
 # Names CPython's importer takes for an extension module: _C.so, _C.abi3.so,
@@ -107,20 +110,33 @@ def gate_py3_none_tag(wheel: Path, cfg: config.BuildConfig) -> None:
             "build with `make wheel`: setup.py's bdist_wheel is buildtools/wheel_tags.py, "
             f"which tags {config.PYTHON_TAGS}; never setuptools' py_limited_api",
         )
-    policy = cfg.wheel_tag(_arch_of(tags))
+    target = _arch_of(tags)
+    policy = cfg.wheel_tag(target)
     if policy not in tags:
         raise GateFailure(
             "py3-none-tag",
             f"wheel tags {tags} do not include {policy}",
-            "repair with python -m scripts.release repair (auditwheel repair to "
-            f"{cfg.manylinux_tag(_arch_of(tags))})",
+            f"build with make wheel ARCH={target} (setup.py names the platform)"
+            if target == config.WINDOWS
+            else "repair with python -m scripts.release repair (auditwheel repair to "
+            f"{cfg.manylinux_tag(target)})",
         )
+
+
+def library_of_target(target: str) -> str:
+    """The library's path in a target's wheel: the Linux library, or the Windows DLL."""
+    return f"cuda_ext_example/{config.library_name(target)}"
+
+
+def library_of(wheel: Path) -> str:
+    return library_of_target(wheel_arch(wheel))
 
 
 def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
     """The device code the wheel promises, per library: one fatbin per declared op and
-    dtype in .nv_fatbin (the launcher loads each at its first call), each with every SASS
-    arch and the PTX of pyproject.toml."""
+    dtype in .nv_fatbin (.nv_fatb in the Windows DLL; the launcher loads each at its first
+    call), each with every SASS arch and the PTX of pyproject.toml."""
+    library = library_of(wheel)
     want_sass = [f"sm_{a}" for a in cfg.sass_archs]
     want_ptx = [f"sm_{cfg.ptx_arch}"]
     fix = (
@@ -128,12 +144,13 @@ def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
         "(buildtools/device_code.py)"
     )
     with binary_info.extension_in(wheel) as so:
-        if binary_info.section_data(so, ".nv_fatbin") is None:  # device_code: no fix named
+        section = binary_info.fatbin_section(so)
+        if binary_info.section_data(so, section) is None:  # device_code: no fix named
             raise GateFailure(
                 "device-code",
-                f"{LIBRARY} carries SASS [] and PTX [] (no .nv_fatbin section); promised "
+                f"{library} carries SASS [] and PTX [] (no {section} section); promised "
                 f"SASS {want_sass} and PTX {want_ptx}",
-                fix + ": device_code.S embeds the fatbins in .nv_fatbin; never strip it",
+                fix + f": device_code.S embeds the fatbins in {section}; never strip it",
             )
         fatbins = binary_info.embedded_fatbins(so)
     names = [fatbin.label(i) for i, fatbin in enumerate(fatbins)]
@@ -143,7 +160,7 @@ def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
     if missing or extra:
         raise GateFailure(
             "device-code",
-            f"{LIBRARY}'s .nv_fatbin holds the fatbins {names}; ops/*/ops.toml declares "
+            f"{library}'s {section} holds the fatbins {names}; ops/*/ops.toml declares "
             f"one per op and dtype, {declared}: no fatbin for {missing or 'none'}, unexpected "
             f"{sorted(set(extra)) or 'none'}",
             "rebuild with make wheel: buildtools/device_code.py packs one fatbin per declared "
@@ -161,7 +178,7 @@ def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
     if short:
         raise GateFailure(
             "device-code",
-            f"{LIBRARY}: " + "; ".join(short) + f"; every library's promised SASS "
+            f"{library}: " + "; ".join(short) + f"; every library's promised SASS "
             f"{want_sass} and PTX {want_ptx}",
             fix + ": every fatbin gets every target",
         )
@@ -197,7 +214,8 @@ def gate_cuda12_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
         expected = ", ".join(f"{a}: {'.'.join(map(str, declared.get(a, ('?',))))}" for a in wrong)
         raise GateFailure(
             "cuda12-device-code",
-            f"{LIBRARY} is not the device code it declares for drivers >= {cfg.min_driver} "
+            f"{library_of(wheel)} is not the device code it declares for drivers >= "
+            f"{cfg.min_driver} "
             f"(CUDA {cfg.min_driver_cuda}): cubins not from their declared CUDA: "
             f"{_arch_versions(wrong)} (declared {expected or 'none'}); PTX ISA newer than "
             f"{cfg.ptx_isa}: {_arch_versions(too_new)}"
@@ -217,8 +235,9 @@ def gate_uncompressed_fatbin(wheel: Path, cfg: config.BuildConfig) -> None:
     if compressed:
         raise GateFailure(
             "uncompressed-fatbin",
-            f"{LIBRARY} carries compressed fatbin entries ({', '.join(compressed)}), which "
-            f"need driver >= 550.54.14; the wheel promises >= {cfg.min_driver}",
+            f"{library_of(wheel)} carries compressed fatbin entries "
+            f"({', '.join(compressed)}), which need driver >= 550.54.14; the wheel promises "
+            f">= {cfg.min_driver}",
             "pack the fatbin uncompressed (buildtools/device_code.py pack_fatbin, nvFatbin "
             "-compress=false; with nvcc, no --compress-mode)",
         )
@@ -654,8 +673,8 @@ def kernel_dtypes(so: Path) -> dict[str, list[str]]:
     }
 
 
-def record_vs_pyproject(record: dict, cfg: config.BuildConfig) -> list[str]:
-    declared = {"version": cfg.version, **declared_record(cfg)}
+def record_vs_pyproject(record: dict, cfg: config.BuildConfig, target: str) -> list[str]:
+    declared = {"version": cfg.version, **declared_record(cfg, target)}
     return [
         f"{key} is {record.get(key)!r}, pyproject.toml (or ops/*/ops.toml) says {want!r}"
         for key, want in declared.items()
@@ -764,7 +783,7 @@ def gate_build_record(wheel: Path, cfg: config.BuildConfig, torch_include: Path)
     record = read_build_record(wheel)
     with binary_info.extension_in(wheel) as so:
         problems = record_vs_binary(record, so, torch_include)
-    problems += record_vs_pyproject(record, cfg)
+    problems += record_vs_pyproject(record, cfg, wheel_arch(wheel))
     if problems:
         raise GateFailure(
             "build-record",
@@ -782,12 +801,12 @@ def wheel_arch(wheel: Path) -> str:
 
 
 def _arch_of(tags: list[str]) -> str:
-    archs = {arch for tag in tags for arch in LOADERS if tag.endswith(arch)}
+    archs = {arch for tag in tags for arch in TARGETS if tag.endswith(arch)}
     if len(archs) != 1:
         raise GateFailure(
             "py3-none-tag",
-            f"wheel tags {tags} name no single CPU of {sorted(LOADERS)}",
-            "build with make wheel (ARCH=aarch64 for the aarch64 wheel)",
+            f"wheel tags {tags} name no single platform of {sorted(TARGETS)}",
+            "build with make wheel (ARCH=aarch64 or ARCH=win_amd64 for those wheels)",
         )
     return archs.pop()
 
@@ -796,18 +815,53 @@ def _wheel_tags(wheel: Path) -> list[str]:
     return [tag.strip() for tag in wheel_metadata.wheel_fields(wheel).get_all("Tag") or []]
 
 
-def all_gates(cfg: config.BuildConfig, torch_include: Path) -> list[tuple[str, Callable]]:
+def all_gates(
+    cfg: config.BuildConfig, torch_include: Path, target: str = "x86_64"
+) -> list[tuple[str, Callable]]:
     """In order: the wheel's zip entries and files first, then which binaries it carries
     and whether each is whole, then what it says of itself, then the tools that parse the
-    binary; so a wheel is refused for its first fault with that fault's fix."""
+    binary; so a wheel is refused for its first fault with that fault's fix. A Windows
+    wheel (target win_amd64) gets the DLL's twins of the ELF gates
+    (scripts/release/pe_gates.py)."""
+    from . import pe_gates
+
+    windows = target == config.WINDOWS
+    binaries = (
+        [
+            (f"one binary: {library_of_target(target)}", pe_gates.gate_one_dll),
+            ("DLLs whole and readable", pe_gates.gate_dll_readable),
+        ]
+        if windows
+        else [
+            (f"one ELF file: {LIBRARY}", lambda w: gate_one_library(w, cfg, torch_include)),
+            ("ELF files whole and readable", gate_elf_readable),
+            ("RPATH/RUNPATH only inside the wheel", gate_search_paths),
+            ("no executable stack", gate_no_executable_stack),
+        ]
+    )
+    audits = (
+        [
+            ("DLL imports and exports", pe_gates.gate_dll_imports),
+            (
+                "only the LibTorch stable ABI",
+                lambda w: pe_gates.gate_stable_abi_only(w, cfg, torch_include),
+            ),
+        ]
+        if windows
+        else [
+            ("ELF audit", lambda w: gate_elf(w, cfg)),
+            *(
+                [("torch-abi-audit", lambda w: gate_torch_abi_audit(w, cfg))]
+                if TORCH_ABI_AUDIT_RUNS
+                else []
+            ),
+        ]
+    )
     return [
         ("zip entries: no links, duplicates or paths outside", wheel_files.gate_zip_entries),
         ("RECORD matches the files", wheel_files.gate_record_matches_files),
         ("nothing grafted", wheel_files.gate_nothing_grafted),
-        (f"one ELF file: {LIBRARY}", lambda w: gate_one_library(w, cfg, torch_include)),
-        ("ELF files whole and readable", gate_elf_readable),
-        ("RPATH/RUNPATH only inside the wheel", gate_search_paths),
-        ("no executable stack", gate_no_executable_stack),
+        *binaries,
         ("no bytecode", wheel_files.gate_no_bytecode),
         ("every Python file compiles", wheel_files.gate_python_compiles),
         ("no build paths", wheel_files.gate_no_build_paths),
@@ -822,12 +876,7 @@ def all_gates(cfg: config.BuildConfig, torch_include: Path) -> list[tuple[str, C
         ("no CPython symbol", gate_no_cpython_symbols),
         ("twine check --strict", gate_twine_check),
         ("check-wheel-contents", gate_check_wheel_contents),
-        ("ELF audit", lambda w: gate_elf(w, cfg)),
-        *(
-            [("torch-abi-audit", lambda w: gate_torch_abi_audit(w, cfg))]
-            if TORCH_ABI_AUDIT_RUNS
-            else []
-        ),
+        *audits,
         ("device code", lambda w: gate_device_code(w, cfg)),
         (
             f"device code runs on driver >= {cfg.min_driver}",
@@ -853,9 +902,10 @@ def run_gates(wheel: Path, log=print) -> None:
         )
     cfg = config.load(dev_spec="")  # what a release must carry, whatever $CEE_SASS_ARCHS says
     torch_include, _ = torch_paths()
-    if not TORCH_ABI_AUDIT_RUNS:
+    target = wheel_arch(Path(wheel))
+    if not TORCH_ABI_AUDIT_RUNS and target != config.WINDOWS:
         log("  gate skipped: torch-abi-audit (it needs Python >= 3.11; the torch shims gate "
             "checks the same promise)", flush=True)  # fmt: skip
-    for name, gate in all_gates(cfg, torch_include):
+    for name, gate in all_gates(cfg, torch_include, target):
         gate(Path(wheel))
         log(f"  gate ok: {name}", flush=True)

@@ -120,7 +120,26 @@ def auditwheel_show(wheel: Path) -> None:
     )
 
 
+def keep_windows_wheel(wheel: Path, out_dir: Path, clean: bool = True) -> Path:
+    """A Windows wheel has nothing to repair (auditwheel reads Linux wheels; the DLL needs
+    only torch's DLL, the system's and the C runtime, which its gates check): it goes to the
+    wheelhouse as built."""
+    if clean:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    kept = out_dir / wheel.name
+    shutil.copy(wheel, kept)
+    print(f"  {wheel.name}: a Windows wheel, kept as built (no auditwheel: nothing to graft)")
+    return kept
+
+
+def is_windows_wheel(wheel: Path) -> bool:
+    return wheel_arch(wheel) == config.WINDOWS
+
+
 def auditwheel_repair(wheel: Path, out_dir: Path, clean: bool = True) -> Path:
+    if is_windows_wheel(wheel):
+        return keep_windows_wheel(wheel, out_dir, clean)
     if clean:
         shutil.rmtree(out_dir, ignore_errors=True)
     excludes = [arg for pattern in REPAIR_EXCLUDES for arg in ("--exclude", pattern)]
@@ -264,9 +283,14 @@ def refuse_bad_files(command: str, files: list[Path], fix: str, wheels: bool = T
 
 def cmd_repair(args) -> Path:
     refuse_bad_files("repair", [args.wheel], "pass the wheel `make wheel` built (dist/*.whl)")
-    pipeline = Pipeline(3 if args.gate else 2)
-    pipeline.step("auditwheel show", auditwheel_show, args.wheel)
-    repaired = pipeline.step("auditwheel repair", auditwheel_repair, args.wheel, args.dest)
+    windows = is_windows_wheel(args.wheel)
+    pipeline = Pipeline((3 if args.gate else 2) - windows)
+    if not windows:
+        pipeline.step("auditwheel show", auditwheel_show, args.wheel)
+    repaired = pipeline.step(
+        "keep the Windows wheel" if windows else "auditwheel repair",
+        auditwheel_repair, args.wheel, args.dest,
+    )  # fmt: skip
     if args.gate:
         pipeline.step("gates", run_gates, repaired)
     return repaired
@@ -347,7 +371,8 @@ def cmd_release(args) -> None:
     os.environ.setdefault("SOURCE_DATE_EPOCH", str(config.source_date_epoch()))
     local = args.repository == "local"
     n_wheels = len(args.wheel or [None])
-    steps = 4 + 3 * n_wheels + (2 if args.repository != "none" else 0) + (1 if local else 0)
+    n_windows = sum(is_windows_wheel(w) for w in args.wheel or [])
+    steps = 4 + 3 * n_wheels - n_windows + (2 if args.repository != "none" else 0) + local
     pipeline = Pipeline(steps)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -356,6 +381,17 @@ def cmd_release(args) -> None:
     wheels = [wheel, *given[1:]]
     repaired = []
     for i, each in enumerate(wheels):
+        if is_windows_wheel(each):
+            repaired.append(
+                pipeline.step(
+                    f"keep the Windows wheel ({wheel_arch(each)})",
+                    keep_windows_wheel,
+                    each,
+                    out / "wheelhouse",
+                    i == 0,
+                )  # fmt: skip
+            )
+            continue
         pipeline.step(f"auditwheel show ({wheel_arch(each)})", auditwheel_show, each)
         repaired.append(
             pipeline.step(

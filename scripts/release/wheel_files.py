@@ -37,8 +37,9 @@ UNHASHED = ("RECORD", "RECORD.jws", "RECORD.p7s")
 # points nowhere on a user's machine and makes the same commit give other bytes.
 BUILD_PATH_PREFIXES = ("/home/", "/tmp/", "/root/", "/Users/", "/var/tmp/", "/builds/")
 # A binary is known by its first bytes, whatever its name: a library named helper.bin
-# loads as well as one named helper.so.
+# loads as well as one named helper.so. Windows DLLs (PE files) start with MZ.
 ELF_MAGIC = b"\x7fELF"
+PE_MAGIC = b"MZ"
 BUILD_RECORD = "cuda_ext_example/_build_info.json"
 
 
@@ -48,10 +49,12 @@ def _names(wheel: Path) -> list[str]:
 
 
 def elf_names(wheel: Path) -> list[str]:
-    """Every ELF file of the wheel, found by its magic bytes, not by its name."""
+    """Every binary of the wheel (ELF, or PE: a Windows DLL or program), found by its magic
+    bytes, not by its name."""
     with zipfile.ZipFile(wheel) as zf:
         names = [n for n in zf.namelist() if not n.endswith("/")]
-        return [n for n in names if zf.open(n).read(len(ELF_MAGIC)) == ELF_MAGIC]
+        heads = {n: zf.open(n).read(len(ELF_MAGIC)) for n in names}
+    return [n for n, head in heads.items() if head == ELF_MAGIC or head[:2] == PE_MAGIC]
 
 
 def read_build_record(wheel: Path) -> dict:

@@ -48,9 +48,14 @@ def filename_parts(wheel: Path) -> tuple[str, Version, frozenset[Tag]]:
 
 
 def elf_cpu(data: bytes) -> str:
-    """'x86_64' or 'aarch64' (or pyelftools' EM_ name) from an ELF header."""
+    """'x86_64' or 'aarch64' (or pyelftools' EM_ name) from an ELF header; 'amd64' (as
+    win_amd64 ends) from a PE header."""
     from elftools.elf.elffile import ELFFile
 
+    from scripts.inspect import pe_info
+
+    if pe_info.is_pe(data):
+        return pe_info.cpu(data)
     machine = ELFFile(io.BytesIO(data)).header["e_machine"]
     return MACHINES.get(machine, machine)
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
+# The NVIDIA driver's library, which the launcher opens at the first CUDA call.
+DRIVER_LIBRARY = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
 
 
 def cuda_version_number(version: str) -> int:
@@ -207,7 +209,7 @@ def judge_driver(driver: int | None, record: dict) -> list[Finding]:
     floor_driver = record.get("min_driver")
     device_cuda = record.get("device_cuda")
     if driver is None:
-        return [Finding(WARN, "driver", "no NVIDIA driver found (libcuda.so.1): CPU only")]
+        return [Finding(WARN, "driver", f"no NVIDIA driver found ({DRIVER_LIBRARY}): CPU only")]
     have = cuda_version_text(driver)
     if not (floor and device_cuda):
         return [Finding(OK, "driver", f"supports CUDA {have}")]
@@ -278,10 +280,16 @@ def judge_torch_cuda(torch_cuda: str | None, driver: int | None) -> list[Finding
 # ------------------------------------------------------------- fact gathering
 
 
+def system_floor(record: dict) -> str:
+    """'glibc >= 2.17' for a Linux wheel's record; the Windows wheel's has no glibc floor."""
+    floor = record.get("glibc_floor")
+    return f"glibc >= {floor}" if floor else "Windows x86_64"
+
+
 def driver_version() -> int | None:
     """cuDriverGetVersion through libcuda directly: works without nvidia-smi."""
     try:
-        libcuda = ctypes.CDLL("libcuda.so.1")
+        libcuda = ctypes.CDLL(DRIVER_LIBRARY)
     except OSError:
         return None
     version = ctypes.c_int(0)
@@ -366,7 +374,7 @@ def main() -> int:
             f", device code by {record.get('device_compiler')}"
             f"{' (DEV BUILD: not for release)' if record.get('dev_build') else ''}\n"
             f"       SASS {' '.join(record.get('sass_archs', []))}, PTX {record.get('ptx_arch')}, "
-            f"torch stable ABI {record.get('torch_target')}, glibc >= {record.get('glibc_floor')}, "
+            f"torch stable ABI {record.get('torch_target')}, {system_floor(record)}, "
             f"driver >= {record.get('min_driver')} (CUDA {record.get('min_driver_cuda')})\n"
             f"       {compilers_line(record)}"
         )

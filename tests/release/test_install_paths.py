@@ -40,7 +40,7 @@ def test_platform_message_matches_the_declared_floors():
     from buildtools import config
 
     cfg = config.load(dev_spec="")
-    assert cfg.wheel_tag("x86_64") in WHEELS
+    assert cfg.wheel_tag("x86_64") in WHEELS and cfg.wheel_tag("win_amd64") in WHEELS
     floor = cfg.requires_python.removeprefix(">=")
     assert f"every CPython >= {floor}, free-threaded too, glibc >= {cfg.glibc}" in WHEELS
 

@@ -55,6 +55,7 @@ def test_fresh_clone_release_then_inspect(released_clone):
     steps = ["build wheel and sdist"]
     for cpu in ("x86_64", "aarch64"):
         steps += [f"auditwheel show ({cpu})", f"auditwheel repair ({cpu})", f"gates ({cpu})"]
+    steps += ["keep the Windows wheel (win_amd64)", "gates (win_amd64)"]
     steps += ["twine check --strict (sdist)", "SHA256SUMS", "upload",
               "verify: the index serves the built bytes",
               "prove: fresh venv, pip install cuda_ext_example, smoke test"]  # fmt: skip
@@ -71,9 +72,10 @@ def test_fresh_clone_release_then_inspect(released_clone):
     if hide:
         assert "/usr/local/cuda" not in log  # no include path or compiler from a toolkit
     wheels = sorted(p.name for p in (clone / "build" / "release" / "wheelhouse").glob("*.whl"))
-    assert len(wheels) == 2
+    assert len(wheels) == 3
     assert "py3-none-manylinux2014_aarch64" in wheels[0]
     assert "py3-none-manylinux2014_x86_64" in wheels[1]
+    assert wheels[2] == "cuda_ext_example-0.1.0-py3-none-win_amd64.whl"
 
     run = make(clone, "inspect", "ARGS=--ptx --symbols", hide_cuda=hide)
     out = run.stdout + run.stderr
@@ -89,7 +91,7 @@ def test_fresh_clone_release_then_inspect(released_clone):
     assert "defined dynamic symbols (T): 6\n  T cee_device_library" in out  # --symbols
 
 
-def test_same_commit_same_bytes(released_clone, tmp_path):
+def test_same_commit_same_bytes(released_clone, windows_wheel, tmp_path):
     """Two fresh clones of one commit, at other paths and other times (this checkout,
     built by `make test`, and the newcomer's), give identical wheel, repaired wheel and
     sdist."""
@@ -116,9 +118,13 @@ def test_same_commit_same_bytes(released_clone, tmp_path):
     (theirs,) = (clone / "dist").glob("*.whl")
     (theirs_repaired,) = (clone / "build" / "release" / "wheelhouse").glob("*x86_64*.whl")
     (theirs_sdist,) = (clone / "build" / "release" / "dist").glob("*.tar.gz")
+    # The Windows wheel as this checkout's make wheel ARCH=win_amd64 built it, and as the
+    # clone's release kept it: zig's COFF link is reproducible (no timestamp, no paths).
+    (theirs_windows,) = (clone / "build" / "release" / "wheelhouse").glob("*win_amd64.whl")
     from scripts.release.artifacts import read_sha256sums, sha256
 
-    for a, b in ((ours, theirs), (ours_repaired, theirs_repaired), (ours_sdist, theirs_sdist)):
+    pairs = (ours, theirs), (ours_repaired, theirs_repaired), (ours_sdist, theirs_sdist)
+    for a, b in (*pairs, (windows_wheel, theirs_windows)):
         assert a.name == b.name
         assert sha256(a) == sha256(b), f"{a.name} differs between two builds of one commit"
     sums = read_sha256sums(clone / "build" / "release" / "SHA256SUMS")
@@ -126,24 +132,28 @@ def test_same_commit_same_bytes(released_clone, tmp_path):
     assert sums == {p.name: sha256(p) for p in released}
 
 
-def test_both_cpus_wheels_embed_the_same_device_code(released_clone):
-    """The aarch64 wheel differs from the x86_64 one only in its host code."""
+def test_every_wheel_embeds_the_same_device_code(released_clone):
+    """The aarch64 and Windows wheels differ from the x86_64 one only in their host code."""
     clone, _, returncode, log = released_clone
     assert returncode == 0, log[-3000:]
-    from scripts.inspect import binary_info
+    from scripts.inspect import binary_info, pe_info
 
     fatbins = {}
     for wheel in (clone / "build" / "release" / "wheelhouse").glob("*.whl"):
         with binary_info.extension_in(wheel) as so:
-            fatbins[wheel.name] = binary_info.section_data(so, ".nv_fatbin")
+            fatbins[wheel.name] = binary_info.section_data(so, binary_info.fatbin_section(so))
+            if wheel.name.endswith("win_amd64.whl"):
+                assert pe_info.cpu(so.read_bytes()) == "amd64"
+                continue
             elf = binary_info._elf(so)
             machine = elf.header["e_machine"]
             elf.stream.close()
         assert machine == ("EM_AARCH64" if "aarch64" in wheel.name else "EM_X86_64")
     (x86,) = [f for name, f in fatbins.items() if "x86_64" in name]
     (arm,) = [f for name, f in fatbins.items() if "aarch64" in name]
+    (windows,) = [f for name, f in fatbins.items() if "win_amd64" in name]
     assert x86 is not None and x86.count(b"\x7fELF") >= 9
-    assert x86 == arm
+    assert x86 == arm == windows
 
 
 def test_know_your_binary_targets_reuse_the_installed_wheel(released_clone):
