@@ -41,9 +41,12 @@ def wheel_problem(path: Path) -> str | None:
     return None
 
 
-def wheel_check_command(argv, *, prog: str, doc: str, help: str, log: Path, check) -> int:
+def wheel_check_command(
+    argv, *, prog: str, doc: str, help: str, log: Path, check, more_commands=None
+) -> int:
     """The command line of a tool that runs one wheel somewhere else, `check WHEEL [--log
-    LOG]`: a wheel that is none is refused before the tool's slow set-up."""
+    LOG]`: a wheel that is none is refused before the tool's slow set-up. `more_commands`
+    adds the tool's other subcommands, each with a `run(args)` default that runs it."""
     parser = argparse.ArgumentParser(
         prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -51,7 +54,11 @@ def wheel_check_command(argv, *, prog: str, doc: str, help: str, log: Path, chec
     p = sub.add_parser("check", help=help)
     p.add_argument("wheel", type=Path)
     p.add_argument("--log", type=Path, default=log)
+    if more_commands:
+        more_commands(sub)
     args = parser.parse_args(argv)
+    if args.command != "check":
+        return args.run(args)
     if problem := wheel_problem(args.wheel):
         parser.error(f"{args.wheel}: {problem}")
     return check(args.wheel.resolve(), args.log)

@@ -28,7 +28,6 @@ crash fails its step at once instead of waiting on the debugger.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -39,6 +38,7 @@ from pathlib import Path
 
 from buildtools.config import ROOT
 from scripts.aarch64_check.__main__ import OLD_TORCH, OPS_CHECK
+from scripts.cli_args import wheel_check_command
 from scripts.gpu.facts import Log, header
 
 ENV = ROOT / "build" / "cross" / "wine-env"
@@ -188,22 +188,22 @@ def pins(out: Path) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m scripts.wine_check",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("check", help="the Windows wheel under Wine")
-    p.add_argument("wheel", type=Path)
-    p.add_argument("--log", type=Path, default=ROOT / "build" / "cross" / "wine-check.log")
+def add_pins_command(sub) -> None:
     p = sub.add_parser("pins", help="the lock's torch and test tools as a hashed requirements file")
     p.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
-    if args.command == "pins":
-        return pins(args.out)
-    return check(args.wheel.resolve(), args.log)
+    p.set_defaults(run=lambda args: pins(args.out))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return wheel_check_command(
+        argv,
+        prog="python -m scripts.wine_check",
+        doc=__doc__,
+        help="the Windows wheel under Wine",
+        log=ROOT / "build" / "cross" / "wine-check.log",
+        check=check,
+        more_commands=add_pins_command,
+    )
 
 
 if __name__ == "__main__":

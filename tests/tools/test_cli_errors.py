@@ -121,3 +121,19 @@ def test_tune_table_names_a_file_that_is_no_measurements_csv(path, said):
     line = refused(run_module("scripts.tune", "table", path), "scripts.tune table")
     assert said in line
     assert "python -m scripts.tune measure" in line
+
+
+# ------------------------------------------------- tools that run a wheel elsewhere
+
+
+@pytest.mark.parametrize("tool", ["aarch64_check", "free_threaded_check", "wine_check"])
+@pytest.mark.parametrize(
+    ("wheel", "said"),
+    [("README.md", "README.md: not a wheel"), ("nope.whl", "nope.whl: no such file")],
+)
+def test_wheel_checks_refuse_a_wheel_that_is_none_before_their_set_up(tool, wheel, said):
+    # The set-up (a CPython build, QEMU, Wine) takes minutes and then failed on the path.
+    run = run_module(f"scripts.{tool}", "check", wheel)
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr, run.stderr
+    assert f"python -m scripts.{tool}: error: {said}" in run.stderr
