@@ -171,7 +171,8 @@ inline std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad, Tensor x,
     // Blocks for about 1024 threads a multiprocessor (measured on the H100:
     // 2048 up to 20% slower at long rows, 512 up to 25% slower at short ones),
     // each over 8 rows or more: each block's dweight share is one row of
-    // `partial`, summed after, so that extra traffic stays small.
+    // `partial`, summed after, so that extra traffic stays small. A kernel over
+    // 64 registers (kernels.cuh) fits one block: the others wait their turn.
     const long long resident =
         (long long)launch.multiprocessors() * (1024 / g.block);
     const long long some_rows = (n + 7) / 8;  // none without rows
