@@ -126,6 +126,7 @@ def test_tune_table_names_a_file_that_is_no_measurements_csv(path, said):
 # ------------------------------------------------- tools that run a wheel elsewhere
 
 
+@pytest.mark.release
 @pytest.mark.parametrize("tool", ["aarch64_check", "free_threaded_check", "wine_check"])
 @pytest.mark.parametrize(
     ("wheel", "said"),
