@@ -138,8 +138,6 @@ def is_windows_wheel(wheel: Path) -> bool:
 
 
 def auditwheel_repair(wheel: Path, out_dir: Path, clean: bool = True) -> Path:
-    if is_windows_wheel(wheel):
-        return keep_windows_wheel(wheel, out_dir, clean)
     if clean:
         shutil.rmtree(out_dir, ignore_errors=True)
     excludes = [arg for pattern in REPAIR_EXCLUDES for arg in ("--exclude", pattern)]
@@ -287,10 +285,12 @@ def cmd_repair(args) -> Path:
     pipeline = Pipeline((3 if args.gate else 2) - windows)
     if not windows:
         pipeline.step("auditwheel show", auditwheel_show, args.wheel)
-    repaired = pipeline.step(
-        "keep the Windows wheel" if windows else "auditwheel repair",
-        auditwheel_repair, args.wheel, args.dest,
-    )  # fmt: skip
+    step, make = (
+        ("keep the Windows wheel", keep_windows_wheel)
+        if windows
+        else ("auditwheel repair", auditwheel_repair)
+    )
+    repaired = pipeline.step(step, make, args.wheel, args.dest)
     if args.gate:
         pipeline.step("gates", run_gates, repaired)
     return repaired
