@@ -121,6 +121,23 @@ class Launch {
     return n > 0 ? n : 1;
   }
 
+  // How many blocks of `block` threads of kernel `name` (as for a launch),
+  // with `shared_bytes` of dynamic shared memory, run at once on one
+  // multiprocessor: a kernel over 64 registers a thread fits fewer than
+  // 2048 / block, and a grid that loops over more blocks than fit runs a
+  // second, mostly idle wave.
+  int resident_blocks(const char* name, int dtype,
+                      std::initializer_list<int> values, unsigned block,
+                      unsigned shared_bytes) const {
+    const int kernel = find(name, dtype, values);
+    int blocks = 0;
+    char err[1024] = {0};
+    if (cee_resident_blocks(kernel, block, shared_bytes, device_, &blocks,
+                            op_->qualname, err, sizeof err) != 0)
+      throw std::runtime_error(err);  // already names the op
+    return blocks > 0 ? blocks : 1;
+  }
+
   // Launches kernel `name` of dtype `dtype` with `values`, on grid x block
   // threads with `shared_bytes` of dynamic shared memory. `args` are the
   // kernel's parameters, each of exactly the parameter's type.

@@ -83,7 +83,8 @@ constexpr int kMaxDevices = CEE_MAX_DEVICES;
   X(cuLibraryLoadData, 12000)                 \
   X(cuLibraryGetKernel, 12000)                \
   X(cuKernelGetFunction, 12000)               \
-  X(cuLaunchKernel, 4000)
+  X(cuLaunchKernel, 4000)                      \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050)
 
 struct Driver {
 #define CEE_DRIVER_MEMBER(name, version) PFN_##name##_v##version name;
@@ -397,18 +398,13 @@ void describe_launch_error(const Driver& d, CUresult status, int device,
            driver_error);
 }
 
-}  // namespace
-
-extern "C" int cee_find_kernel(const char* name_expression) {
-  for (int i = 0; i < CEE_NUM_KERNELS; ++i)
-    if (strcmp(cee_kernel_expressions[i], name_expression) == 0) return i;
-  return -1;
-}
-
-extern "C" int cee_launch(int kernel, unsigned grid, unsigned block,
-                          unsigned shared_bytes, void** args, int device,
-                          void* stream, const char* op, char* err,
-                          size_t err_len) {
+// Runs use(function, &what) with `kernel` loaded and resolved for `device`,
+// in the device's primary context (pushed if another is current, popped
+// after). Returns the failing driver call's result (-1: no driver or bad
+// arguments), with a message that starts with `op` in err.
+template <typename Use>
+int with_kernel(int kernel, int device, const char* op, char* err,
+                size_t err_len, Use use) {
   char reason[512];
   State& s = state();
   if (!driver_ready(s, reason, sizeof reason)) {
@@ -443,11 +439,7 @@ extern "C" int cee_launch(int kernel, unsigned grid, unsigned block,
   if (status == CUDA_SUCCESS) {
     CUfunction function = nullptr;
     status = resolve_kernel(s, device, kernel, &function, &what);
-    if (status == CUDA_SUCCESS) {
-      what = "cuLaunchKernel";
-      status = d.cuLaunchKernel(function, grid, 1, 1, block, 1, 1, shared_bytes,
-                                static_cast<CUstream>(stream), args, nullptr);
-    }
+    if (status == CUDA_SUCCESS) status = use(d, function, &what);
     if (push) {
       CUcontext popped;
       d.cuCtxPopCurrent(&popped);
@@ -456,6 +448,58 @@ extern "C" int cee_launch(int kernel, unsigned grid, unsigned block,
   if (status != CUDA_SUCCESS)
     describe_launch_error(d, status, device, op, what, err, err_len);
   return (int)status;
+}
+
+}  // namespace
+
+extern "C" int cee_find_kernel(const char* name_expression) {
+  for (int i = 0; i < CEE_NUM_KERNELS; ++i)
+    if (strcmp(cee_kernel_expressions[i], name_expression) == 0) return i;
+  return -1;
+}
+
+extern "C" int cee_launch(int kernel, unsigned grid, unsigned block,
+                          unsigned shared_bytes, void** args, int device,
+                          void* stream, const char* op, char* err,
+                          size_t err_len) {
+  return with_kernel(kernel, device, op, err, err_len,
+                     [&](const Driver& d, CUfunction f, const char** what) {
+                       *what = "cuLaunchKernel";
+                       return d.cuLaunchKernel(
+                           f, grid, 1, 1, block, 1, 1, shared_bytes,
+                           static_cast<CUstream>(stream), args, nullptr);
+                     });
+}
+
+extern "C" int cee_resident_blocks(int kernel, unsigned block,
+                                   unsigned shared_bytes, int device,
+                                   int* blocks, const char* op, char* err,
+                                   size_t err_len) {
+  *blocks = 0;
+  // The last answer per device and kernel, keyed by its question: a host
+  // function asks the same one at every call.
+  static std::atomic<uint64_t> answers[kMaxDevices][CEE_NUM_KERNELS] = {};
+  const uint64_t question = (uint64_t)shared_bytes << 32 | (uint64_t)block << 8;
+  if (device >= 0 && device < kMaxDevices && kernel >= 0 &&
+      kernel < CEE_NUM_KERNELS) {
+    const uint64_t known =
+        answers[device][kernel].load(std::memory_order_relaxed);
+    if (known && (known & ~uint64_t(0xff)) == question) {
+      *blocks = (int)(known & 0xff);
+      return 0;
+    }
+  }
+  const int status = with_kernel(
+      kernel, device, op, err, err_len,
+      [&](const Driver& d, CUfunction f, const char** what) {
+        *what = "cuOccupancyMaxActiveBlocksPerMultiprocessor";
+        return d.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            blocks, f, (int)block, shared_bytes);
+      });
+  if (status == 0 && *blocks > 0 && *blocks < 256)
+    answers[device][kernel].store(question | (uint64_t)*blocks,
+                                  std::memory_order_relaxed);
+  return status;
 }
 
 extern "C" const char* cee_device_name(int device) {

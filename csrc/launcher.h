@@ -35,6 +35,15 @@ int cee_launch(int kernel, unsigned grid, unsigned block, unsigned shared_bytes,
                void** args, int device, void* stream, const char* op, char* err,
                size_t err_len);
 
+// How many blocks of `block` threads of kernel `kernel`, each with
+// `shared_bytes` of dynamic shared memory, one multiprocessor of `device` runs
+// at once (its registers and shared memory decide), in *blocks: what a grid
+// that loops needs to fill the GPU in one wave. Loads the kernel as a launch
+// would; returns 0, or cee_launch's error result and message.
+int cee_resident_blocks(int kernel, unsigned block, unsigned shared_bytes,
+                        int device, int* blocks, const char* op, char* err,
+                        size_t err_len);
+
 // The streaming multiprocessors of `device`, or 0 where there is no driver or
 // no such device.
 int cee_multiprocessor_count(int device);

@@ -28,7 +28,10 @@ inline void check_x_and_weight(const Tensor& x, const Tensor& weight,
 // fit in the register file) passes it. Two packs a thread or more where a row
 // has 64: one a thread left the H200's bandwidth 10-16% short at rows of 4-8
 // KiB (too few loads in flight). Beyond, the fewest packs that 512 threads
-// cover is best (a 16384-long bfloat16 row at 8 a thread lost 13%).
+// cover is best (a 16384-long bfloat16 row at 8 a thread lost 13%). A kernel
+// whose instances at `wide_from` packs a thread or more take blocks of 1024
+// passes it (0: none): 1024 threads at 4 packs beat 512 at 8, which need more
+// registers than two blocks of 512 leave.
 struct Geometry {
   bool vector;
   int per_thread;
@@ -37,7 +40,7 @@ struct Geometry {
 
 inline Geometry geometry(const cee::Rows* rows, int n, int64_t element_size,
                          const void* const* data, int max_per_thread,
-                         int max_values) {
+                         int max_values, int wide_from = 0) {
   const int64_t width = 16 / element_size;
   bool vector = rows[0].cols % width == 0;
   for (int k = 0; k < n; ++k)
@@ -49,7 +52,7 @@ inline Geometry geometry(const cee::Rows* rows, int n, int64_t element_size,
        per_thread <= max_per_thread && per_thread * values <= max_values;
        per_thread *= 2) {
     const int64_t threads = (packs + per_thread - 1) / per_thread;
-    if (threads <= 512)
+    if (threads <= (wide_from && per_thread >= wide_from ? 1024 : 512))
       return {vector, per_thread,
               (unsigned)(threads < 32 ? 32 : (threads + 31) / 32 * 32)};
   }
@@ -167,14 +170,18 @@ inline std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad, Tensor x,
     const cee::Launch launch(x);
     const void* data[] = {gp, xp, wp, dxp};
     const cee::Rows all[] = {rows[0], rows[1], {1, cols, 0}, {n, cols, cols}};
-    const Geometry g = geometry(all, 4, sizeof(T), data, 8, 32);
+    const Geometry g = geometry(all, 4, sizeof(T), data, 4, 32, 4);
     // Blocks for about 1024 threads a multiprocessor (measured on the H100:
     // 2048 up to 20% slower at long rows, 512 up to 25% slower at short ones),
-    // each over 8 rows or more: each block's dweight share is one row of
-    // `partial`, summed after, so that extra traffic stays small. A kernel over
-    // 64 registers (kernels.cuh) fits one block: the others wait their turn.
-    const long long resident =
-        (long long)launch.multiprocessors() * (1024 / g.block);
+    // or as many as fit where the kernel's registers allow fewer (a block
+    // more would wait for a second wave), each over 8 rows or more: each
+    // block's dweight share is one row of `partial`, summed after, so that
+    // extra traffic stays small.
+    const int planned = g.block < 1024 ? (int)(1024 / g.block) : 1;
+    const int fit = launch.resident_blocks(
+        "rms_norm_backward", dtype, {g.vector, g.per_thread}, g.block, 0);
+    const long long resident = (long long)launch.multiprocessors() *
+                               (fit < planned ? fit : planned);
     const long long some_rows = (n + 7) / 8;  // none without rows
     const int blocks = (int)(some_rows < resident ? some_rows : resident);
     Tensor partial = cee::new_empty(x, {blocks, cols}, cee::dtype_of<A>());

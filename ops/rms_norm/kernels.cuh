@@ -79,17 +79,16 @@ __global__ void __launch_bounds__(512)
 //   dx = rstd * weight * grad - x * rstd^3 * s / cols
 //   dweight = sum over rows of grad * x * rstd
 // kPerThread 1 or 2: the row's packs stay in registers between the two passes;
-// 4 or 8: only the dweight sums do (at most 32 values a thread: the host
-// keeps 512 threads within the register file), and the
-// second pass reads the row again, mostly from L1; 0: any row length, the
-// dweight sums in dw_partial itself.
-// At 4 packs a thread, two blocks of 512 a multiprocessor (64 registers) hold
-// all of a thread's loads and overlap one block's sums with the other's loads:
-// a 16384-long bfloat16 row's backward took 15% less on the H100 than at 96
-// registers and one block. Capped so, 8 packs (float) and the kernels that keep
-// the row lose 10%: their loads no longer fit, or spill.
+// 4: only the dweight sums do (at most 32 values a thread), and the second
+// pass reads the row again, mostly from L1; 0: any row length, the dweight
+// sums in dw_partial itself.
+// Every instance fits 64 registers, so that 1024 threads a multiprocessor
+// (two blocks of 512, or one of 1024 at 4 packs) hold their loads and overlap
+// one warp's sums with another's loads: a 16384-long bfloat16 row's backward
+// took 15% less on the H100 than at 96 registers and one block of 512.
 template <typename T, bool kVector, int kPerThread>
-__global__ void __launch_bounds__(512, kPerThread == 4 ? 2 : 1)
+__global__ void __launch_bounds__(kPerThread == 4 ? 1024 : 512,
+                                  kPerThread == 4 ? 1 : 2)
     rms_norm_backward(const T* __restrict__ grad, const T* __restrict__ x,
                       const T* __restrict__ weight, T* __restrict__ dx,
                       cee::Accumulate<T>* __restrict__ dw_partial,
@@ -152,38 +151,35 @@ __global__ void __launch_bounds__(512, kPerThread == 4 ? 2 : 1)
       for (int j = 0; j < W; ++j) partial[p * W + j] = acc[i][j];
     }
   } else if constexpr (kPerThread > 0) {
-    A w[kPerThread][W], acc[kPerThread][W];
+    // The row stays as loaded (16-bit values two a register) and is widened
+    // where used; the weight is read again at each row (from L1): held as
+    // floats, a bfloat16 row of 2048-8192 took 85 registers.
+    A acc[kPerThread][W];
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int p = threadIdx.x + i * blockDim.x;
-      P pack = {};
-      if (p < packs) pack = wr[p];
+    for (int i = 0; i < kPerThread; ++i)
 #pragma unroll
-      for (int j = 0; j < W; ++j) {
-        w[i][j] = C::in(pack.v[j]);
-        acc[i][j] = A(0);
-      }
-    }
+      for (int j = 0; j < W; ++j) acc[i][j] = A(0);
     for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
       const P* gr = reinterpret_cast<const P*>(grad + row * grad_stride);
       const P* xr = reinterpret_cast<const P*>(x + row * x_stride);
       P* dr = reinterpret_cast<P*>(dx + row * dx_stride);
-      A g[kPerThread][W], v[kPerThread][W];
+      P g[kPerThread], v[kPerThread];
       A sums[2] = {A(0), A(0)};
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i) {
         const int p = threadIdx.x + i * blockDim.x;
-        P gp = {}, xp = {};
+        g[i] = P{};
+        v[i] = P{};
         if (p < packs) {
-          gp = gr[p];
-          xp = xr[p];
+          g[i] = gr[p];
+          v[i] = xr[p];
         }
+        const P wp = p < packs ? wr[p] : P{};
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-          g[i][j] = C::in(gp.v[j]);
-          v[i][j] = C::in(xp.v[j]);
-          sums[0] += v[i][j] * v[i][j];
-          sums[1] += v[i][j] * w[i][j] * g[i][j];
+          const A x_j = C::in(v[i].v[j]);
+          sums[0] += x_j * x_j;
+          sums[1] += x_j * C::in(wp.v[j]) * C::in(g[i].v[j]);
         }
       }
       cee::block_sum<2>(sums, scratch);
@@ -193,11 +189,13 @@ __global__ void __launch_bounds__(512, kPerThread == 4 ? 2 : 1)
       for (int i = 0; i < kPerThread; ++i) {
         const int p = threadIdx.x + i * blockDim.x;
         if (p >= packs) continue;
+        const P wp = wr[p];
         P out;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-          out.v[j] = C::out(w[i][j] * g[i][j] * rstd - v[i][j] * c);
-          acc[i][j] += g[i][j] * v[i][j] * rstd;
+          const A g_j = C::in(g[i].v[j]), x_j = C::in(v[i].v[j]);
+          out.v[j] = C::out(C::in(wp.v[j]) * g_j * rstd - x_j * c);
+          acc[i][j] += g_j * x_j * rstd;
         }
         dr[p] = out;
       }
