@@ -236,6 +236,28 @@ static bool find_kernel_works() {
   return cee_find_kernel("cee::no_such_kernel<float>") == -1;
 }
 
+// The launcher's occupancy query (cee_resident_blocks) answers for every
+// kernel of the table at 128 threads a block: at least one block, no more than
+// a multiprocessor's 2048 threads hold; and an unknown kernel gets an error
+// that names the caller. Run last: it loads every library.
+static bool resident_blocks_work() {
+  char err[1024];
+  for (int i = 0; i < CEE_NUM_KERNELS; ++i) {
+    int blocks = 0;
+    if (cee_resident_blocks(i, 128, 0, 0, &blocks, "cee_harness", err,
+                            sizeof err) != 0 ||
+        blocks < 1 || blocks > 2048 / 128) {
+      std::printf("RESIDENT %s: %d blocks of 128 (%s)\n",
+                  cee_kernel_expressions[i], blocks, err);
+      return false;
+    }
+  }
+  int blocks = 0;
+  return cee_resident_blocks(CEE_NUM_KERNELS, 128, 0, 0, &blocks,
+                             "cee_harness", err, sizeof err) != 0 &&
+         std::strstr(err, "cee_harness: bad device 0 or kernel") == err;
+}
+
 int main(int argc, char** argv) {
   if (!find_kernel_works()) {
     std::fprintf(
@@ -273,7 +295,9 @@ int main(int argc, char** argv) {
   wrong += check_libraries(cee_op_##name, used, one);
   CEE_FOR_EACH_OP(CEE_RUN_OP)
 #undef CEE_RUN_OP
-  std::printf("%s: %lld wrong elements\n", wrong ? "FAILED" : "OK",
-              (long long)wrong);
-  return wrong ? 1 : 0;
+  const bool resident = resident_blocks_work();
+  if (!resident) std::printf("cee_resident_blocks: wrong answers\n");
+  std::printf("%s: %lld wrong elements\n",
+              wrong || !resident ? "FAILED" : "OK", (long long)wrong);
+  return wrong || !resident ? 1 : 0;
 }

@@ -30,8 +30,8 @@ inline void check_x_and_weight(const Tensor& x, const Tensor& weight,
 // KiB (too few loads in flight). Beyond, the fewest packs that 512 threads
 // cover is best (a 16384-long bfloat16 row at 8 a thread lost 13%). A kernel
 // whose instances at `wide_from` packs a thread or more take blocks of 1024
-// passes it (0: none): 1024 threads at 4 packs beat 512 at 8, which need more
-// registers than two blocks of 512 leave.
+// passes it (0: none): the backward's 1024 threads at 2 packs (4 for a
+// 16384-long float row) took 14-16% less than 512 at 4 (8).
 struct Geometry {
   bool vector;
   int per_thread;
@@ -170,7 +170,7 @@ inline std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad, Tensor x,
     const cee::Launch launch(x);
     const void* data[] = {gp, xp, wp, dxp};
     const cee::Rows all[] = {rows[0], rows[1], {1, cols, 0}, {n, cols, cols}};
-    const Geometry g = geometry(all, 4, sizeof(T), data, 4, 32, 4);
+    const Geometry g = geometry(all, 4, sizeof(T), data, 4, 32, 2);
     // Blocks for about 1024 threads a multiprocessor (measured on the H100:
     // 2048 up to 20% slower at long rows, 512 up to 25% slower at short ones),
     // or as many as fit where the kernel's registers allow fewer (a block

@@ -78,17 +78,19 @@ __global__ void __launch_bounds__(512)
 // rms_norm_weight_grad then sums. With s = sum(x * weight * grad) over a row:
 //   dx = rstd * weight * grad - x * rstd^3 * s / cols
 //   dweight = sum over rows of grad * x * rstd
-// kPerThread 1 or 2: the row's packs stay in registers between the two passes;
-// 4: only the dweight sums do (at most 32 values a thread), and the second
-// pass reads the row again, mostly from L1; 0: any row length, the dweight
-// sums in dw_partial itself.
+// kPerThread > 0: the row's packs stay in registers between the two passes
+// where they and the dweight sums fit 48 (kKeepRow: a float row of 16384 at 4
+// packs a thread took 9% less than reading it again); else only the sums do
+// and the second pass reads the row again, mostly from L1. 0: any row length,
+// the dweight sums in dw_partial itself.
 // Every instance fits 64 registers, so that 1024 threads a multiprocessor
-// (two blocks of 512, or one of 1024 at 4 packs) hold their loads and overlap
-// one warp's sums with another's loads: a 16384-long bfloat16 row's backward
-// took 15% less on the H100 than at 96 registers and one block of 512.
+// (two blocks of 512, or one of 1024 at 2 or 4 packs a thread) hold their
+// loads and overlap one warp's sums with another's loads: the backward of
+// 16384-long rows took 15-30% less on the H100 than at 85-99 registers and one
+// block of 512.
 template <typename T, bool kVector, int kPerThread>
-__global__ void __launch_bounds__(kPerThread == 4 ? 1024 : 512,
-                                  kPerThread == 4 ? 1 : 2)
+__global__ void __launch_bounds__(kPerThread >= 2 ? 1024 : 512,
+                                  kPerThread >= 2 ? 1 : 2)
     rms_norm_backward(const T* __restrict__ grad, const T* __restrict__ x,
                       const T* __restrict__ weight, T* __restrict__ dx,
                       cee::Accumulate<T>* __restrict__ dw_partial,
@@ -102,7 +104,10 @@ __global__ void __launch_bounds__(kPerThread == 4 ? 1024 : 512,
   const int packs = cols / W;
   const P* wr = reinterpret_cast<const P*>(weight);
   A* partial = dw_partial + (long long)blockIdx.x * cols;
-  if constexpr (kPerThread > 2) {
+  // A thread's packs of the gradient and x (4 registers each) and its
+  // kPerThread * W dweight sums.
+  constexpr bool kKeepRow = kPerThread * (8 + W) <= 48;
+  if constexpr (kPerThread > 0 && !kKeepRow) {
     A acc[kPerThread][W];
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i)

@@ -132,11 +132,12 @@ def test_tensors_on_two_devices_are_refused():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-@pytest.mark.parametrize("hidden", [1024, 4096, 8191, 8192, 16384, 32768, 70000])
+@pytest.mark.parametrize("hidden", [1024, 2047, 4095, 4096, 8191, 8192, 16384, 32768, 70000])
 def test_gpu_kernel_paths_against_torch(dtype, hidden):
-    # Every path of the kernels: 16-byte packs or single elements (8191), a row in registers
-    # (1, 2, 4 or 8 packs a thread), the backward's dweight sums alone in registers (8192 and
-    # up), or read twice (70000).
+    # Every path of the kernels: 16-byte packs or single elements (2047, 4095, 8191), a row
+    # in registers (1, 2, 4 or 8 packs a thread; the backward's in blocks of up to 1024:
+    # 2047, 4095, float32 8192 and 16384, bfloat16 16384), the backward's dweight sums alone
+    # in registers (bfloat16 32768), or read twice (8191, float32 32768, 70000).
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
     x = torch.randn(67, hidden, device="cuda", dtype=dtype)
