@@ -76,7 +76,7 @@ for name, op in DECLARATIONS.items():
 for name, op in CUSTOM.items():
     for dtype in (getattr(torch, d) for d in op["dtypes"]):
         before = set(_launch_shapes.libraries(True))
-        for n in (1, 7, 300, 1024, 4099, 8192, 16384, 30000, 70000):
+        for n in (1, 7, 300, 1024, 2047, 4095, 4099, 8192, 16384, 30000, 70000):
             problem = check_one(cuda_ext_example, name, "cuda", dtype, n)
             if problem:
                 print(f"WRONG {name} {dtype} n={n}: {problem}")
