@@ -253,8 +253,8 @@ static bool resident_blocks_work() {
     }
   }
   int blocks = 0;
-  return cee_resident_blocks(CEE_NUM_KERNELS, 128, 0, 0, &blocks,
-                             "cee_harness", err, sizeof err) != 0 &&
+  return cee_resident_blocks(CEE_NUM_KERNELS, 128, 0, 0, &blocks, "cee_harness",
+                             err, sizeof err) != 0 &&
          std::strstr(err, "cee_harness: bad device 0 or kernel") == err;
 }
 
@@ -297,7 +297,7 @@ int main(int argc, char** argv) {
 #undef CEE_RUN_OP
   const bool resident = resident_blocks_work();
   if (!resident) std::printf("cee_resident_blocks: wrong answers\n");
-  std::printf("%s: %lld wrong elements\n",
-              wrong || !resident ? "FAILED" : "OK", (long long)wrong);
+  std::printf("%s: %lld wrong elements\n", wrong || !resident ? "FAILED" : "OK",
+              (long long)wrong);
   return wrong || !resident ? 1 : 0;
 }

@@ -83,7 +83,7 @@ constexpr int kMaxDevices = CEE_MAX_DEVICES;
   X(cuLibraryLoadData, 12000)                 \
   X(cuLibraryGetKernel, 12000)                \
   X(cuKernelGetFunction, 12000)               \
-  X(cuLaunchKernel, 4000)                      \
+  X(cuLaunchKernel, 4000)                     \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050)
 
 struct Driver {
@@ -489,13 +489,13 @@ extern "C" int cee_resident_blocks(int kernel, unsigned block,
       return 0;
     }
   }
-  const int status = with_kernel(
-      kernel, device, op, err, err_len,
-      [&](const Driver& d, CUfunction f, const char** what) {
-        *what = "cuOccupancyMaxActiveBlocksPerMultiprocessor";
-        return d.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-            blocks, f, (int)block, shared_bytes);
-      });
+  const int status =
+      with_kernel(kernel, device, op, err, err_len,
+                  [&](const Driver& d, CUfunction f, const char** what) {
+                    *what = "cuOccupancyMaxActiveBlocksPerMultiprocessor";
+                    return d.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                        blocks, f, (int)block, shared_bytes);
+                  });
   if (status == 0 && *blocks > 0 && *blocks < 256)
     answers[device][kernel].store(question | (uint64_t)*blocks,
                                   std::memory_order_relaxed);

@@ -180,8 +180,8 @@ inline std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad, Tensor x,
     const int planned = g.block < 1024 ? (int)(1024 / g.block) : 1;
     const int fit = launch.resident_blocks(
         "rms_norm_backward", dtype, {g.vector, g.per_thread}, g.block, 0);
-    const long long resident = (long long)launch.multiprocessors() *
-                               (fit < planned ? fit : planned);
+    const long long resident =
+        (long long)launch.multiprocessors() * (fit < planned ? fit : planned);
     const long long some_rows = (n + 7) / 8;  // none without rows
     const int blocks = (int)(some_rows < resident ? some_rows : resident);
     Tensor partial = cee::new_empty(x, {blocks, cols}, cee::dtype_of<A>());
