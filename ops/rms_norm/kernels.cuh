@@ -80,7 +80,8 @@ __global__ void __launch_bounds__(512)
 //   dweight = sum over rows of grad * x * rstd
 // kPerThread > 0: the row's packs stay in registers between the two passes
 // where they and the dweight sums fit 48 (kKeepRow: a float row of 16384 at 4
-// packs a thread took 9% less than reading it again); else only the sums do
+// packs a thread took 8-10% less than reading it again, 56 bytes of spills
+// and all); else only the sums do
 // and the second pass reads the row again, mostly from L1. 0: any row length,
 // the dweight sums in dw_partial itself.
 // Every instance fits 64 registers, so that 1024 threads a multiprocessor
@@ -105,8 +106,8 @@ __global__ void __launch_bounds__(kPerThread >= 2 ? 1024 : 512,
   const P* wr = reinterpret_cast<const P*>(weight);
   A* partial = dw_partial + (long long)blockIdx.x * cols;
   // A thread's packs of the gradient and x (4 registers each) and its
-  // kPerThread * W dweight sums.
-  constexpr bool kKeepRow = kPerThread * (8 + W) <= 48;
+  // kPerThread * W float sums (double's arithmetic needs more room: it spilt).
+  constexpr bool kKeepRow = sizeof(A) == 4 && kPerThread * (8 + W) <= 48;
   if constexpr (kPerThread > 0 && !kKeepRow) {
     A acc[kPerThread][W];
 #pragma unroll
