@@ -166,7 +166,7 @@ def declared_record(cfg: config.BuildConfig, target: str) -> dict:
         "ops": [op.record() for op in ops.declared_ops()],
         "custom_ops": [op.record() for op in device_code.every_op()[1]],
         # The device-code libraries in the launcher's order: one fatbin per op and dtype.
-        "libraries": device_code.libraries(*device_code.every_op()),
+        "device_libraries": device_code.libraries(*device_code.every_op()),
         "device_compiler": compiler,
         # Which NVRTC made each target: {"sm_90": "NVRTC 12.0", "compute_120": "NVRTC 12.9"}.
         "device_compilers": compilers,

@@ -265,10 +265,10 @@ Finding = tuple[str, str]
 
 
 @contextmanager
-def elf_files(wheel: Path) -> Iterator[dict[str, Path]]:
-    """{name in the wheel: extracted path} of every ELF file of the wheel."""
+def binary_files(wheel: Path) -> Iterator[dict[str, Path]]:
+    """{name in the wheel: extracted path} of every binary (ELF or PE) of the wheel."""
     with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory() as tmp:
-        yield {name: Path(zf.extract(name, tmp)) for name in wheel_files.elf_names(wheel)}
+        yield {name: Path(zf.extract(name, tmp)) for name in wheel_files.binary_names(wheel)}
 
 
 def _refuse_first(gate: str, name: str, findings: list[Finding]) -> None:
@@ -337,7 +337,7 @@ def python_api_findings(so: Path) -> list[Finding]:
 
 
 def gate_no_cpython_symbols(wheel: Path) -> None:
-    with elf_files(wheel) as found:
+    with binary_files(wheel) as found:
         for name, so in found.items():
             _refuse_first("cpython-symbols", name, python_api_findings(so))
 
@@ -364,7 +364,7 @@ def export_findings(so: Path) -> list[Finding]:
 
 def gate_elf(wheel: Path, cfg: config.BuildConfig) -> None:
     arch = wheel_arch(wheel)
-    with elf_files(wheel) as found:
+    with binary_files(wheel) as found:
         for name, so in found.items():
             exports = export_findings(so) if name == LIBRARY else []
             _refuse_first("elf-audit", name, link_findings(so, cfg, arch) + exports)
@@ -391,7 +391,7 @@ def torch_shim_findings(so: Path, cfg: config.BuildConfig, torch_include: Path) 
 
 
 def gate_torch_shims(wheel: Path, cfg: config.BuildConfig, torch_include: Path) -> None:
-    with elf_files(wheel) as found:
+    with binary_files(wheel) as found:
         for name, so in found.items():
             _refuse_first("torch-shims", name, torch_shim_findings(so, cfg, torch_include))
 
@@ -407,7 +407,7 @@ def gate_elf_readable(wheel: Path) -> None:
                 "build with `make wheel` and repair it (make repair)",
             )
         named = [n for n in names if ".so" in Path(n).name]
-        for name in dict.fromkeys([LIBRARY, *wheel_files.elf_names(wheel), *named]):
+        for name in dict.fromkeys([LIBRARY, *wheel_files.binary_names(wheel), *named]):
             problem = binary_info.elf_problem(zf.read(name))
             if problem:
                 raise GateFailure(
@@ -462,7 +462,7 @@ def search_path_findings(so_name: str, data: bytes, names: list[str]) -> list[Fi
 
 def gate_search_paths(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
-        for name in wheel_files.elf_names(wheel):
+        for name in wheel_files.binary_names(wheel):
             _refuse_first(
                 "search-path", name, search_path_findings(name, zf.read(name), zf.namelist())
             )
@@ -498,7 +498,7 @@ def stack_findings(data: bytes) -> list[Finding]:
 
 def gate_no_executable_stack(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
-        for name in wheel_files.elf_names(wheel):
+        for name in wheel_files.binary_names(wheel):
             _refuse_first("exec-stack", name, stack_findings(zf.read(name)))
 
 
@@ -558,7 +558,7 @@ def torch_abi_audit_findings(
 
 
 def gate_torch_abi_audit(wheel: Path, cfg: config.BuildConfig) -> None:
-    with elf_files(wheel) as found:
+    with binary_files(wheel) as found:
         for name, so in found.items():
             findings = torch_abi_audit_findings(so, cfg, uses_torch=name == LIBRARY)
             _refuse_first("torch-abi-audit", name, findings)
@@ -622,7 +622,7 @@ def _is_our_library(so: Path) -> bool:
 def gate_one_library(wheel: Path, cfg: config.BuildConfig, torch_include: Path) -> None:
     """The build makes one binary, the library: any other ELF file of the wheel is refused
     as what it is, whatever its name, before any gate audits the library."""
-    with elf_files(wheel) as found:
+    with binary_files(wheel) as found:
         for name, so in found.items():
             if name == LIBRARY:
                 continue

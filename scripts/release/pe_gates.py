@@ -16,7 +16,7 @@ from scripts.inspect import binary_info, pe_info, shim_versions
 
 from . import wheel_files
 from .gate_failure import GateFailure
-from .gates import declared_exports, elf_files, library_of_target
+from .gates import binary_files, declared_exports, library_of_target
 
 DLL = library_of_target(config.WINDOWS)
 # What the DLL may import: torch's CPU library (from the user's torch), the Windows API and
@@ -50,7 +50,7 @@ def gate_one_dll(wheel: Path) -> None:
             "the build's scratch folder and --strip-debug; `make clean`, then make wheel "
             "ARCH=win_amd64",
         )
-    for name in wheel_files.elf_names(wheel):
+    for name in wheel_files.binary_names(wheel):
         if name != DLL:
             raise GateFailure(
                 "unexpected-binary",
@@ -92,7 +92,7 @@ def import_problems(dll: Path) -> list[str]:
 def gate_dll_imports(wheel: Path) -> None:
     """Imports: torch_cpu.dll, KERNEL32.dll and the UCRT only (no CUDA runtime: the launcher
     loads nvcuda.dll itself at the first CUDA call); exports: the hooks only."""
-    with elf_files(wheel) as found:
+    with binary_files(wheel) as found:
         dll = found[DLL]
         unexpected = import_problems(dll)
         exported = binary_info.exported_symbols(dll)
@@ -118,7 +118,7 @@ def gate_dll_imports(wheel: Path) -> None:
 def gate_stable_abi_only(wheel: Path, cfg: config.BuildConfig, torch_include: Path) -> None:
     """Every symbol the DLL imports from a torch DLL is a C shim of torch's stable shim
     headers: a C++ symbol (MSVC-mangled, `?...`) is tied to one torch build and compiler."""
-    with elf_files(wheel) as found:
+    with binary_files(wheel) as found:
         imports = pe_info.imports(found[DLL])
     known = shim_versions.shim_versions(torch_include)
     unstable = [

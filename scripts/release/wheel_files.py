@@ -48,11 +48,11 @@ def _names(wheel: Path) -> list[str]:
         return [n for n in zf.namelist() if not n.endswith("/")]
 
 
-def elf_names(wheel: Path) -> list[str]:
+def binary_names(wheel: Path) -> list[str]:
     """Every binary of the wheel (ELF, or PE: a Windows DLL or program), found by its magic
     bytes, not by its name."""
+    names = _names(wheel)
     with zipfile.ZipFile(wheel) as zf:
-        names = [n for n in zf.namelist() if not n.endswith("/")]
         heads = {n: zf.open(n).read(len(ELF_MAGIC)) for n in names}
     return [n for n, head in heads.items() if head == ELF_MAGIC or head[:2] == PE_MAGIC]
 

@@ -26,7 +26,7 @@ from packaging.version import Version
 from buildtools import config
 
 from .gate_failure import GateFailure
-from .wheel_files import dist_info_text, elf_names, read_build_record
+from .wheel_files import binary_names, dist_info_text, read_build_record
 
 REBUILD = "never edit or rename a built wheel: rebuild and repair it (make repair)"
 # The CPUs of a manylinux tag, as the ELF header's e_machine names them.
@@ -69,7 +69,7 @@ def purelib_problem(wheel: Path) -> str | None:
         return None
     return (
         f"WHEEL says Root-Is-Purelib: {value}, but the wheel carries compiled code "
-        f"({', '.join(elf_names(wheel)) or 'none'}): installers put a purelib wheel where "
+        f"({', '.join(binary_names(wheel)) or 'none'}): installers put a purelib wheel where "
         "pure-Python code goes, which is not the platform folder on systems that split the two"
     )
 
@@ -92,7 +92,7 @@ def contents_problem(wheel: Path) -> str | None:
     """Every binary of the wheel is for the CPU its platform tags name."""
     tags = filename_parts(wheel)[2]
     with zipfile.ZipFile(wheel) as zf:
-        cpus = {name: elf_cpu(zf.read(name)) for name in elf_names(wheel)}
+        cpus = {name: elf_cpu(zf.read(name)) for name in binary_names(wheel)}
     wrong = [
         f"{name} is for {cpu}"
         for name, cpu in cpus.items()

@@ -80,7 +80,7 @@ def test_refuses_nv_fatbin_without_a_librarys_fatbin(good_wheel, tmp_path):
     # One fatbin per op and dtype, each loaded at that first call: without
     # my_square_bfloat16's, every first call of my_square in bfloat16 fails on every GPU.
     so = nv_fatbin_without(extension_copy(good_wheel, tmp_path), "my_square_bfloat16")
-    left = [name for name in BUILD_INFO["libraries"] if name != "my_square_bfloat16"]
+    left = [name for name in BUILD_INFO["device_libraries"] if name != "my_square_bfloat16"]
     assert [f.name for f in binary_info.embedded_fatbins(so)] == left
     failure = run_gates_until_refused(repack(good_wheel, tmp_path, replace_so=so))
     assert failure.gate == "device-code"
@@ -629,7 +629,7 @@ def test_good_wheel_has_none_of_these_faults(good_wheel, cfg):
     assert wheel_files.record_problems(good_wheel) == []
     assert wheel_files.build_paths_in(good_wheel) == []
     assert wheel_files.python_syntax_errors(good_wheel) == []
-    assert wheel_files.elf_names(good_wheel) == [LIBRARY]
+    assert wheel_files.binary_names(good_wheel) == [LIBRARY]
     for check, _ in wheel_metadata.WHEEL_CHECKS:
         assert check(good_wheel) is None
     for check, _ in wheel_metadata.METADATA_CHECKS:

@@ -103,14 +103,14 @@ def test_refuses_ptx_newer_than_cuda_12(good_wheel, tmp_path, cfg):
     # The same wheel with one library's PTX claiming ISA 9.0 (CUDA 13): a 525-579 driver
     # cannot JIT it. One PTX per library (op and dtype, a fatbin each): the first is patched.
     data = extension_bytes(good_wheel)
-    assert data.count(b".version 8.8") == len(BUILD_INFO["libraries"])
+    assert data.count(b".version 8.8") == len(BUILD_INFO["device_libraries"])
     patched = tmp_path / "ptx90.so"
     patched.write_bytes(data.replace(b".version 8.8", b".version 9.0", 1))
     with pytest.raises(
         release_gates.GateFailure, match=r"PTX ISA newer than 8\.8: sm_120: 9\.0"
     ) as exc:
         release_gates.gate_cuda12_device_code(repack(good_wheel, tmp_path, replace_so=patched), cfg)
-    first = BUILD_INFO["libraries"][0]
+    first = BUILD_INFO["device_libraries"][0]
     assert f"(in the fatbins of {first})" in exc.value.reason
 
 

@@ -15,7 +15,7 @@ from scripts.inspect import binary_info, report, shim_versions
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_INFO_OPS = {op["name"] for op in BUILD_INFO["ops"]}  # the elementwise ops
-LIBRARIES = BUILD_INFO["libraries"]  # one per op and dtype: "my_add_float32"
+LIBRARIES = BUILD_INFO["device_libraries"]  # one per op and dtype: "my_add_float32"
 # Each library's op record.
 OP_OF_LIBRARY = {
     f"{op['name']}_{dtype}": op
