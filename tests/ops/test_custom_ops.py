@@ -48,6 +48,25 @@ def test_matches_its_reference_on_every_dtype(custom, device, n):
         assert problem is None, f"{dtype} n={n}: {problem}"
 
 
+@pytest.mark.gpu
+@pytest.mark.multigpu
+@pytest.mark.parametrize("n", [300, 8192])
+def test_on_the_second_gpu_while_the_first_is_current(custom, n):
+    # Each GPU resolves its own kernels and answers its own occupancy (the backward's grid):
+    # cuda:0 first, then cuda:1 with cuda:0 still current, each against the CPU reference.
+    torch.cuda.set_device(0)
+    for device in ("cuda:0", "cuda:1"):
+        for dtype in dtypes_of(custom):
+            problem = op_checks.check_one(cuda_ext_example, custom["name"], device, dtype, n)
+            assert problem is None, f"{device} {dtype} n={n}: {problem}"
+    args = op_checks.custom_arguments(custom, "cuda:1", dtypes_of(custom)[0], n)
+    out = getattr(cuda_ext_example, custom["name"])(*args)
+    assert all(
+        o.device == torch.device("cuda:1") for o in (out if isinstance(out, tuple) else (out,))
+    )
+    assert torch.cuda.current_device() == 0
+
+
 def test_opcheck(custom, device):
     args = op_checks.custom_arguments(custom, device, dtypes_of(custom)[-1], 33)
     overload = getattr(torch.ops.cuda_ext_example, custom["name"]).default
