@@ -22,18 +22,16 @@ inline void check_x_and_weight(const Tensor& x, const Tensor& weight,
 }
 
 // How a row is spread over a block: 16-byte packs where the row length and
-// every row start allow them, each thread taking `per_thread` packs (0: any
-// length, one block a row), `block` threads. A kernel that keeps `max_values`
-// elements a thread or fewer in registers (so that 512 threads fit in the
-// register file) passes it. Two packs a thread or more where a row has 64:
-// one a thread left the H200's bandwidth 10-16% short at rows of 4-8 KiB (too
-// few loads in flight); `fewest` packs a thread where a row has 32 * fewest
-// (the forward's 16-bit rows: 4 took 1-3% less than 2 on the H200). Beyond,
-// the fewest packs that 512 threads cover is best (a 16384-long bfloat16 row
-// at 8 a thread lost 13%). A kernel whose instances at `wide_from` packs a
-// thread or more take blocks of 1024 passes it (0: none): the backward's 1024
-// threads at 2 packs (4 for a 16384-long float row) took 14-16% less than 512
-// at 4 (8), the forward's at 4 for a float row of 16384 3-4% less.
+// every row start allow them, each thread holding `per_thread` packs in
+// registers (0: any length, read twice), `block` threads. A kernel that keeps
+// `max_values` elements a thread or fewer in registers (so that 512 threads
+// fit in the register file) passes it. Two packs a thread or more where a row
+// has 64: one a thread left the H200's bandwidth 10-16% short at rows of 4-8
+// KiB (too few loads in flight). Beyond, the fewest packs that 512 threads
+// cover is best (a 16384-long bfloat16 row at 8 a thread lost 13%). A kernel
+// whose instances at `wide_from` packs a thread or more take blocks of 1024
+// passes it (0: none): the backward's 1024 threads at 2 packs (4 for a
+// 16384-long float row) took 14-16% less than 512 at 4 (8).
 struct Geometry {
   bool vector;
   int per_thread;
@@ -42,7 +40,7 @@ struct Geometry {
 
 inline Geometry geometry(const cee::Rows* rows, int n, int64_t element_size,
                          const void* const* data, int max_per_thread,
-                         int max_values, int wide_from = 0, int fewest = 2) {
+                         int max_values, int wide_from = 0) {
   const int64_t width = 16 / element_size;
   bool vector = rows[0].cols % width == 0;
   for (int k = 0; k < n; ++k)
@@ -50,8 +48,7 @@ inline Geometry geometry(const cee::Rows* rows, int n, int64_t element_size,
         vector && rows[k].stride % width == 0 && (uintptr_t)data[k] % 16 == 0;
   const int64_t packs = vector ? rows[0].cols / width : rows[0].cols;
   const int values = vector ? (int)width : 1;
-  const int first = packs >= 32 * fewest ? fewest : packs >= 64 ? 2 : 1;
-  for (int per_thread = first;
+  for (int per_thread = packs >= 64 ? 2 : 1;
        per_thread <= max_per_thread && per_thread * values <= max_values;
        per_thread *= 2) {
     const int64_t threads = (packs + per_thread - 1) / per_thread;
@@ -97,28 +94,14 @@ inline Tensor rms_norm_forward(Tensor x, Tensor weight, double eps) {
     if (!x.is_cuda()) return forward_cpu<T>(xp, wp, yp, rows[0], eps);
     const cee::Rows out_rows = {rows[0].rows, rows[0].cols, rows[0].cols};
     const cee::Rows all[] = {rows[0], {1, rows[0].cols, 0}, out_rows};
-    const Geometry g =
-        geometry(all, 3, sizeof(T), data, 8, 64, 4, sizeof(T) == 2 ? 4 : 2);
+    const Geometry g = geometry(all, 3, sizeof(T), data, 8, 64);
     const long long n = rows[0].rows, stride = rows[0].stride;
     const long long out_stride = rows[0].cols;
     const int cols = (int)rows[0].cols;
-    // Rows of 32 threads or fewer share blocks of 256, 256 / row_threads
-    // rows each: a block of one such row left most of a multiprocessor idle
-    // (a bfloat16 row of 1024 took 2-5% longer alone, one of 512 12-20%).
-    int row_threads = (int)g.block;
-    unsigned block = g.block;
-    if (g.per_thread > 0 && g.block <= 32) {
-      const int64_t packs = g.vector ? cols / (16 / (int64_t)sizeof(T)) : cols;
-      row_threads = 1;
-      while ((int64_t)row_threads * g.per_thread < packs) row_threads *= 2;
-      block = 256;
-    }
-    const long long per_block = block / row_threads;
-    const long long blocks = (n + per_block - 1) / per_block;
-    const unsigned grid = (unsigned)(blocks < (1 << 30) ? blocks : (1 << 30));
+    const unsigned grid = (unsigned)(n < (1 << 30) ? n : (1 << 30));
     const cee::Launch launch(x);
-    launch("rms_norm_forward", dtype, {g.vector, g.per_thread}, grid, block, 0,
-           xp, wp, yp, n, cols, stride, out_stride, eps, row_threads);
+    launch("rms_norm_forward", dtype, {g.vector, g.per_thread}, grid, g.block,
+           0, xp, wp, yp, n, cols, stride, out_stride, eps);
   });
   return y;
 }

@@ -4,21 +4,17 @@
 // helpers (csrc/device_reductions.cuh); host.h launches the instances that
 // ops.toml lists. Accumulates in float (double for double).
 //
-// One block per row, or, for rows of 32 threads or fewer, blockDim.x /
-// row_threads rows a block, each summed within its lanes; with more rows than
-// blocks take, each block loops over rows. kPerThread > 0: each thread takes
-// its kPerThread packs of a row (the host picks it so that they cover the
-// row), read for the sum and again, from L1, for the output, as Triton's
-// kernel does: held in registers instead, float rows of 8-64 KiB took 3-4%
-// longer on the H200 (fewer blocks fit). 0: any row length, one block a row,
-// read twice (the second time mostly from L2). kVector: 16-byte packs (the
-// host checks that the row length and every row start allow them).
+// One block per row; with more rows than blocks, each block loops over rows.
+// kPerThread > 0: each thread keeps its kPerThread packs of a row in registers
+// (the host picks it so that they cover the row); 0: any row length, read
+// twice (the second time mostly from L2). kVector: 16-byte packs (the host
+// checks that the row length and every row start allow them).
+
 template <typename T, bool kVector, int kPerThread>
-__global__ void __launch_bounds__(1024)
+__global__ void __launch_bounds__(512)
     rms_norm_forward(const T* __restrict__ x, const T* __restrict__ weight,
                      T* __restrict__ y, long long rows, int cols,
-                     long long x_stride, long long y_stride, double eps,
-                     int row_threads) {
+                     long long x_stride, long long y_stride, double eps) {
   typedef cee::Accumulate<T> A;
   typedef cee::Compute<T> C;
   constexpr int W = cee::PackWidth<T, kVector>::value;
@@ -26,39 +22,34 @@ __global__ void __launch_bounds__(1024)
   __shared__ A scratch[32];
   const int packs = cols / W;
   const P* w = reinterpret_cast<const P*>(weight);
-  const int lane = threadIdx.x % row_threads, slot = threadIdx.x / row_threads;
-  const int per_block = blockDim.x / row_threads;
-  // Every thread of the block runs each pass (the sums need them all); a
-  // thread whose row is past the end reads and writes nothing.
-  for (long long first = (long long)blockIdx.x * per_block; first < rows;
-       first += (long long)gridDim.x * per_block) {
-    const long long row = first + slot;
-    const bool valid = row < rows;
-    const P* xr = reinterpret_cast<const P*>(x + (valid ? row : 0) * x_stride);
-    P* yr = reinterpret_cast<P*>(y + (valid ? row : 0) * y_stride);
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const P* xr = reinterpret_cast<const P*>(x + row * x_stride);
+    P* yr = reinterpret_cast<P*>(y + row * y_stride);
     A sum[1] = {A(0)};
     if constexpr (kPerThread > 0) {
+      A v[kPerThread][W];
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i) {
-        const int p = lane + i * row_threads;
-        if (!valid || p >= packs) continue;
-        const P pack = cee::load_to_reuse(xr + p);
+        const int p = threadIdx.x + i * blockDim.x;
+        P pack = {};
+        if (p < packs) pack = xr[p];
 #pragma unroll
-        for (int j = 0; j < W; ++j)
-          sum[0] += C::in(pack.v[j]) * C::in(pack.v[j]);
+        for (int j = 0; j < W; ++j) {
+          v[i][j] = C::in(pack.v[j]);
+          sum[0] += v[i][j] * v[i][j];
+        }
       }
-      cee::rows_sum<1>(sum, scratch, row_threads);
+      cee::block_sum<1>(sum, scratch);
       const A rstd = cee::inverse_sqrt(sum[0] / A(cols) + A(eps));
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i) {
-        const int p = lane + i * row_threads;
-        if (!valid || p >= packs) continue;
-        const P pack = cee::load_last_use(xr + p);
-        const P wp = cee::load_to_reuse(w + p);
+        const int p = threadIdx.x + i * blockDim.x;
+        if (p >= packs) continue;
+        const P wp = w[p];
         P out;
 #pragma unroll
         for (int j = 0; j < W; ++j)
-          out.v[j] = C::out(C::in(pack.v[j]) * rstd * C::in(wp.v[j]));
+          out.v[j] = C::out(v[i][j] * rstd * C::in(wp.v[j]));
         yr[p] = out;
       }
     } else {
