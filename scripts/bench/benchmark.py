@@ -1,7 +1,7 @@
 """The benchmark command: GB/s of this package's ops against their peers, per workload.
 
     python -m scripts.bench [--workload add|square|gelu|adamw|rms_norm|rms_norm_train]
-                            [--sizes 12-28] [--dtypes float32,...]
+                            [--sizes 12-28 | 65536x4096,...] [--dtypes float32,...]
                             [--out build/results] [--quick] [--compile-dynamic]
 
 Every implementation returns a new tensor, so all do the same work; each must equal the
@@ -55,6 +55,19 @@ def parse_sizes(text: str) -> list[int]:
     return sorted(exponents)
 
 
+def parse_cases(text: str, workload: Workload) -> list[int]:
+    """'65536x4096,4096x1024' -> those of the workload's named shapes, in its order."""
+    by_label = {workload.label(code): code for code in workload.cases}
+    named = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in named if p not in by_label]
+    if unknown or not named:
+        raise argparse.ArgumentTypeError(
+            f"the {workload.name} workload measures its own shapes: name them from "
+            f"{', '.join(by_label)} (got {', '.join(unknown) or 'none'})"
+        )
+    return [code for code in workload.cases if workload.label(code) in named]
+
+
 def parse_dtypes(text: str) -> list[str]:
     dtypes = [d.strip() for d in text.split(",") if d.strip()]
     unknown = [d for d in dtypes if d not in DTYPE_BYTES]
@@ -74,9 +87,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workload", choices=WORKLOADS, default="add")
     parser.add_argument(
         "--sizes",
-        type=parse_sizes,
         default=None,
-        help="log2 sizes, e.g. 12-28 or 16,20,24 (default: the workload's)",
+        help="log2 sizes, e.g. 12-28 or 16,20,24, or a workload's named shapes, e.g. "
+        "65536x4096,4096x1024 (default: the workload's; fewer make a partial run, whose "
+        "targets say N/A)",
     )
     parser.add_argument(
         "--dtypes",
@@ -116,17 +130,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     args.workload = WORKLOADS[args.workload]
-    if args.workload.cases:  # its own shapes, not 2^k
-        if args.sizes is not None:
-            parser.error(
-                f"--sizes: the {args.workload.name} workload measures its own shapes "
-                f"({', '.join(map(args.workload.label, args.workload.cases))})"
-            )
-        args.sizes = list(args.workload.quick_cases if args.quick else args.workload.cases)
-        args.dtypes = args.dtypes or list(args.workload.dtypes)
-        return args
-    if args.sizes is None:
-        args.sizes = parse_sizes(args.workload.quick_sizes if args.quick else args.workload.sizes)
+    try:
+        if args.workload.cases:  # its own shapes, not 2^k
+            default = args.workload.quick_cases if args.quick else args.workload.cases
+            given = args.sizes is not None
+            args.sizes = parse_cases(args.sizes, args.workload) if given else list(default)
+            args.dtypes = args.dtypes or list(args.workload.dtypes)
+            return args
+        default = args.workload.quick_sizes if args.quick else args.workload.sizes
+        args.sizes = parse_sizes(default if args.sizes is None else args.sizes)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"--sizes: {exc}")
     if args.sizes[-1] > args.workload.max_log2:
         parser.error(
             f"--sizes: the {args.workload.name} workload goes up to 2^"

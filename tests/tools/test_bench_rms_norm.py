@@ -37,15 +37,20 @@ def test_the_cases_are_the_llm_shapes_in_order():
     )
 
 
-def test_cli_takes_the_workloads_own_shapes_and_refuses_sizes(capsys):
+def test_cli_takes_the_workloads_own_shapes_or_some_of_them_by_name(capsys):
     args = benchmark.parse_args(["--workload", "rms_norm_train"])
     assert args.sizes == list(rms_norm.CASES) and args.dtypes == ["bfloat16", "float32"]
     assert benchmark.parse_args(["--workload", "rms_norm", "--quick"]).sizes == list(
         rms_norm.QUICK_CASES
     )
-    with pytest.raises(SystemExit):
-        benchmark.parse_args(["--workload", "rms_norm", "--sizes", "20"])
-    assert "measures its own shapes (4096x1024, " in capsys.readouterr().err
+    some = benchmark.parse_args(["--workload", "rms_norm", "--sizes", "65536x4096, 4096x1024"])
+    assert some.sizes == [rms_norm.case(4096, 1024), rms_norm.case(65536, 4096)]
+    for bad, got in (("20", "20"), ("4096x1024,4096x1000", "4096x1000"), (",", "none")):
+        with pytest.raises(SystemExit):
+            benchmark.parse_args(["--workload", "rms_norm", "--sizes", bad])
+        said = capsys.readouterr().err
+        assert "measures its own shapes: name them from 4096x1024, 4096x2048, " in said
+        assert f"(got {got})" in said
 
 
 def test_targets_pass_when_ours_beats_every_peer_and_nears_the_copy():
@@ -73,6 +78,23 @@ def test_a_run_without_liger_and_quack_judges_the_peers_it_has():
     partial = [r for r in records(FORWARD) if r.impl not in ("liger", "quack")]
     median = FORWARD.targets(partial, ROOFLINE)[0]
     assert median.status == report.PASS and "median 1.250x" in median.measured
+
+
+def test_a_partial_run_judges_no_target_but_names_what_it_measured():
+    # Two shapes, or one dtype: no median over all shapes, no PASS for the shapes not run.
+    some = (rms_norm.case(65536, 4096), rms_norm.case(16384, 16384))
+    median, every, copy = FORWARD.targets(records(FORWARD, cases=some), ROOFLINE)
+    assert [t.status for t in (median, every, copy)] == [report.NA] * 3
+    assert "median 1.042x over the 4 of 30 shapes measured (a partial run)" in median.measured
+    assert "26 not measured" in every.measured and "14 not measured" in copy.measured
+    float32_only = [r for r in records(TRAIN) if r.dtype == "float32"]
+    median, every = TRAIN.targets(float32_only, ROOFLINE)
+    assert (median.status, every.status) == (report.NA, report.NA)
+    assert "15 of 30" in median.measured
+    # ...but a measured miss is a MISS however few shapes ran.
+    slow = {(some[0], "float32"): {"my_rms_norm": 2000.0}}
+    every = FORWARD.targets(records(FORWARD, slow, cases=some), ROOFLINE)[1]
+    assert every.status == report.MISS and "float32 65536x4096 0.833x" in every.measured
 
 
 def test_report_names_the_shapes(tmp_path):
