@@ -97,7 +97,7 @@ def _targets(copy_target: bool) -> Callable[[Sequence[Record], float], list[Targ
     def targets(records: Sequence[Record], roofline_gbps: float) -> list[Target]:
         workload = FORWARD if copy_target else TRAIN
         ratios, spreads = report.judged_vs_best_peer(
-            records, roofline_gbps, workload, lambda r: f"{r.dtype} {workload.label(r.size)}"
+            records, roofline_gbps, workload, lambda r: _cell(r.dtype, r.size)
         )
         # Every shape in every dtype: a partial run (--sizes, --dtypes, --quick) judges none.
         ratios = {**dict.fromkeys(_cells(workload)), **ratios}
@@ -130,10 +130,15 @@ def _targets(copy_target: bool) -> Callable[[Sequence[Record], float], list[Targ
     return targets
 
 
+def _cell(dtype: str, code: int) -> str:
+    """How the targets name a cell: "bfloat16 4096x1024"."""
+    return f"{dtype} {_label(code)}"
+
+
 def _cells(workload: Workload, min_elements: int = 0) -> list[str]:
-    """The labels of every shape a full run measures, in every dtype."""
+    """The cells of every shape a full run measures, in every dtype."""
     return [
-        f"{dtype} {workload.label(code)}"
+        _cell(dtype, code)
         for dtype in workload.dtypes
         for code in workload.cases
         if shape_of(code)[0] * shape_of(code)[1] >= min_elements
@@ -149,7 +154,7 @@ def _copy_target(records: Sequence[Record]) -> Target:
         rows, hidden = shape_of(r.size)
         if r.impl != JUDGED or rows * hidden < 2**26:
             continue
-        label = f"{r.dtype} {rows}x{hidden}"
+        label = _cell(r.dtype, r.size)
         copy = copies.get((r.size, r.dtype))
         cells[label] = r.gbps / copy.gbps if copy else None
         if copy:
