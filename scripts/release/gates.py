@@ -620,8 +620,8 @@ def _is_our_library(so: Path) -> bool:
 
 
 def gate_one_library(wheel: Path, cfg: config.BuildConfig, torch_include: Path) -> None:
-    """The build makes one binary, the library: any other ELF file of the wheel is refused
-    as what it is, whatever its name, before any gate audits the library."""
+    """The build makes one binary, the library: any other binary (ELF or PE) of the wheel
+    is refused as what it is, whatever its name, before any gate audits the library."""
     with binary_files(wheel) as found:
         for name, so in found.items():
             if name == LIBRARY:
