@@ -26,6 +26,49 @@ struct PackWidth {
   static constexpr int value = kVector ? 16 / (int)sizeof(T) : 1;
 };
 
+// A 16-byte pack read with an eviction priority in L1 and L2 (sm_80 and up;
+// a plain read before, and for other sizes): load_to_reuse for data read
+// again soon (a row read for a sum and again for the output, a weight that
+// every row reads), load_last_use for its last read. Triton's evict_last and
+// evict_first lower to the same. volatile: the compiler must not hoist a read
+// above the bounds check that guards it.
+template <bool kReuse, typename P>
+__device__ __forceinline__ P load_hinted(const P* p) {
+#if __CUDA_ARCH__ >= 800
+  if constexpr (sizeof(P) == 16) {
+    unsigned r[4];
+    unsigned long long policy;
+    if constexpr (kReuse) {
+      asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;"
+                   : "=l"(policy));
+      asm volatile(
+          "ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, "
+          "[%4], %5;"
+          : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+          : "l"(p), "l"(policy));
+    } else {
+      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;"
+                   : "=l"(policy));
+      asm volatile(
+          "ld.global.L1::evict_first.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, "
+          "[%4], %5;"
+          : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+          : "l"(p), "l"(policy));
+    }
+    return *reinterpret_cast<const P*>(r);
+  }
+#endif
+  return *p;
+}
+template <typename P>
+__device__ __forceinline__ P load_to_reuse(const P* p) {
+  return load_hinted<true>(p);
+}
+template <typename P>
+__device__ __forceinline__ P load_last_use(const P* p) {
+  return load_hinted<false>(p);
+}
+
 inline __device__ float inverse_sqrt(float v) { return rsqrtf(v); }
 inline __device__ double inverse_sqrt(double v) { return rsqrt(v); }
 
@@ -34,6 +77,16 @@ template <typename A>
 __device__ __forceinline__ A warp_sum(A v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// The sum of v over each aligned group of `width` lanes (a power of two up to
+// 32), in every lane of the group: a reduction over rows shorter than a warp.
+// Every lane of the warp must call it.
+template <typename A>
+__device__ __forceinline__ A lanes_sum(A v, int width) {
+  for (int offset = width >> 1; offset > 0; offset >>= 1)
     v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
@@ -54,6 +107,36 @@ __device__ __forceinline__ void block_sum(A (&v)[K], A* scratch) {
 #pragma unroll
   for (int k = 0; k < K; ++k)
     v[k] = warp_sum(lane < warps ? scratch[k * 32 + lane] : A(0));
+  __syncthreads();
+}
+
+// The sums of K values over each aligned group of `row_threads` threads of
+// the block (a power of two, or the whole block), in every thread of the
+// group: a reduction over rows when one block takes several. `scratch` as for
+// block_sum; every thread of the block must call it.
+template <int K, typename A>
+__device__ __forceinline__ void rows_sum(A (&v)[K], A* scratch,
+                                         int row_threads) {
+  if (row_threads >= (int)blockDim.x) return block_sum<K>(v, scratch);
+  if (row_threads <= 32) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = lanes_sum(v[k], row_threads);
+    return;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int row_warps = row_threads >> 5, first = warp - warp % row_warps;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    v[k] = warp_sum(v[k]);
+    if (lane == 0) scratch[k * 32 + warp] = v[k];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    A s = A(0);
+    for (int w = 0; w < row_warps; ++w) s += scratch[k * 32 + first + w];
+    v[k] = s;
+  }
   __syncthreads();
 }
 

@@ -22,16 +22,19 @@ inline void check_x_and_weight(const Tensor& x, const Tensor& weight,
 }
 
 // How a row is spread over a block: 16-byte packs where the row length and
-// every row start allow them, each thread holding `per_thread` packs in
-// registers (0: any length, read twice), `block` threads. A kernel that keeps
-// `max_values` elements a thread or fewer in registers (so that 512 threads
-// fit in the register file) passes it. Two packs a thread or more where a row
-// has 64: one a thread left the H200's bandwidth 10-16% short at rows of 4-8
-// KiB (too few loads in flight). Beyond, the fewest packs that 512 threads
-// cover is best (a 16384-long bfloat16 row at 8 a thread lost 13%). A kernel
-// whose instances at `wide_from` packs a thread or more take blocks of 1024
-// passes it (0: none): the backward's 1024 threads at 2 packs (4 for a
-// 16384-long float row) took 14-16% less than 512 at 4 (8).
+// every row start allow them, each thread taking `per_thread` packs (0: any
+// length, one block a row), `block` threads. A kernel that keeps `max_values`
+// elements a thread or fewer in registers (so that 512 threads fit in the
+// register file) passes it. Two packs a thread or more where a row has 64:
+// one a thread left the H200's bandwidth 10-16% short at rows of 4-8 KiB (too
+// few loads in flight); `fewest` packs a thread where that leaves 256 threads
+// a row (the forward's 16-bit rows: a bfloat16 row of 8192 took 1.5% less at
+// 4 than at 2 on the H200, rows of 1024-2048 at 4 2-4% more). Beyond, the
+// fewest packs that 512 threads cover is best (a 16384-long bfloat16 row at 8
+// a thread lost 13%). A kernel whose instances at `wide_from` packs a thread
+// or more take blocks of 1024 passes it (0: none): the backward's 1024
+// threads at 2 packs (4 for a 16384-long float row) took 14-16% less than 512
+// at 4 (8).
 struct Geometry {
   bool vector;
   int per_thread;
@@ -40,7 +43,7 @@ struct Geometry {
 
 inline Geometry geometry(const cee::Rows* rows, int n, int64_t element_size,
                          const void* const* data, int max_per_thread,
-                         int max_values, int wide_from = 0) {
+                         int max_values, int wide_from = 0, int fewest = 2) {
   const int64_t width = 16 / element_size;
   bool vector = rows[0].cols % width == 0;
   for (int k = 0; k < n; ++k)
@@ -48,7 +51,8 @@ inline Geometry geometry(const cee::Rows* rows, int n, int64_t element_size,
         vector && rows[k].stride % width == 0 && (uintptr_t)data[k] % 16 == 0;
   const int64_t packs = vector ? rows[0].cols / width : rows[0].cols;
   const int values = vector ? (int)width : 1;
-  for (int per_thread = packs >= 64 ? 2 : 1;
+  const int first = packs >= 256 * fewest ? fewest : packs >= 64 ? 2 : 1;
+  for (int per_thread = first;
        per_thread <= max_per_thread && per_thread * values <= max_values;
        per_thread *= 2) {
     const int64_t threads = (packs + per_thread - 1) / per_thread;
@@ -94,14 +98,33 @@ inline Tensor rms_norm_forward(Tensor x, Tensor weight, double eps) {
     if (!x.is_cuda()) return forward_cpu<T>(xp, wp, yp, rows[0], eps);
     const cee::Rows out_rows = {rows[0].rows, rows[0].cols, rows[0].cols};
     const cee::Rows all[] = {rows[0], {1, rows[0].cols, 0}, out_rows};
-    const Geometry g = geometry(all, 3, sizeof(T), data, 8, 64);
+    const Geometry g =
+        geometry(all, 3, sizeof(T), data, 8, 64, 0, sizeof(T) == 2 ? 4 : 2);
     const long long n = rows[0].rows, stride = rows[0].stride;
     const long long out_stride = rows[0].cols;
     const int cols = (int)rows[0].cols;
-    const unsigned grid = (unsigned)(n < (1 << 30) ? n : (1 << 30));
+    // 16-bit rows of 32 KiB or more stay in registers: read twice, a
+    // bfloat16 row of 16384 took 6% longer on the H200 (a float row of 16384
+    // 4% less, which the register-held row's occupancy cannot explain: both
+    // fit two blocks a multiprocessor).
+    const bool hold_row = sizeof(T) == 2 && cols >= 16384;
+    // Rows of 32 threads or fewer share blocks of 256, 256 / row_threads
+    // rows each: a block of one such row left most of a multiprocessor idle
+    // (a bfloat16 row of 512 took 12-40% longer alone on the H200).
+    int row_threads = (int)g.block;
+    unsigned block = g.block;
+    if (g.per_thread > 0 && g.block <= 32) {
+      const int64_t packs = g.vector ? cols / (16 / (int64_t)sizeof(T)) : cols;
+      row_threads = 1;
+      while ((int64_t)row_threads * g.per_thread < packs) row_threads *= 2;
+      block = 256;
+    }
+    const long long per_block = block / row_threads;
+    const long long blocks = (n + per_block - 1) / per_block;
+    const unsigned grid = (unsigned)(blocks < (1 << 30) ? blocks : (1 << 30));
     const cee::Launch launch(x);
-    launch("rms_norm_forward", dtype, {g.vector, g.per_thread}, grid, g.block,
-           0, xp, wp, yp, n, cols, stride, out_stride, eps);
+    launch("rms_norm_forward", dtype, {g.vector, g.per_thread, hold_row}, grid,
+           block, 0, xp, wp, yp, n, cols, stride, out_stride, eps, row_threads);
   });
   return y;
 }

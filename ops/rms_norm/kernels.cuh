@@ -4,17 +4,22 @@
 // helpers (csrc/device_reductions.cuh); host.h launches the instances that
 // ops.toml lists. Accumulates in float (double for double).
 //
-// One block per row; with more rows than blocks, each block loops over rows.
-// kPerThread > 0: each thread keeps its kPerThread packs of a row in registers
-// (the host picks it so that they cover the row); 0: any row length, read
-// twice (the second time mostly from L2). kVector: 16-byte packs (the host
-// checks that the row length and every row start allow them).
-
-template <typename T, bool kVector, int kPerThread>
+// One block per row, or, for rows of 32 threads or fewer, blockDim.x /
+// row_threads rows a block, each summed within its lanes; with more rows than
+// blocks take, each block loops over rows. kPerThread > 0: each thread takes
+// its kPerThread packs of a row (the host picks it so that they cover the
+// row). kHoldRow: the packs stay in registers for the output; otherwise they
+// are read again, from L1, as Triton's kernel does (the first read marked to
+// stay, the second to go), which took 1-4% less on the H200 at most shapes
+// (host.h picks). 0: any row length, one block a row, read twice (the second
+// time mostly from L2). kVector: 16-byte packs (the host checks that the row
+// length and every row start allow them).
+template <typename T, bool kVector, int kPerThread, bool kHoldRow>
 __global__ void __launch_bounds__(512)
     rms_norm_forward(const T* __restrict__ x, const T* __restrict__ weight,
                      T* __restrict__ y, long long rows, int cols,
-                     long long x_stride, long long y_stride, double eps) {
+                     long long x_stride, long long y_stride, double eps,
+                     int row_threads) {
   typedef cee::Accumulate<T> A;
   typedef cee::Compute<T> C;
   constexpr int W = cee::PackWidth<T, kVector>::value;
@@ -22,11 +27,13 @@ __global__ void __launch_bounds__(512)
   __shared__ A scratch[32];
   const int packs = cols / W;
   const P* w = reinterpret_cast<const P*>(weight);
-  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-    const P* xr = reinterpret_cast<const P*>(x + row * x_stride);
-    P* yr = reinterpret_cast<P*>(y + row * y_stride);
-    A sum[1] = {A(0)};
-    if constexpr (kPerThread > 0) {
+  if constexpr (kHoldRow && kPerThread > 0) {
+    // Rows of 32 KiB or more: one block a row, never shared (the indexing of
+    // shared blocks took 20 more registers, and a block fewer fitted).
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+      const P* xr = reinterpret_cast<const P*>(x + row * x_stride);
+      P* yr = reinterpret_cast<P*>(y + row * y_stride);
+      A sum[1] = {A(0)};
       A v[kPerThread][W];
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i) {
@@ -51,6 +58,64 @@ __global__ void __launch_bounds__(512)
         for (int j = 0; j < W; ++j)
           out.v[j] = C::out(v[i][j] * rstd * C::in(wp.v[j]));
         yr[p] = out;
+      }
+    }
+    return;
+  }
+  const int lane = threadIdx.x % row_threads, slot = threadIdx.x / row_threads;
+  const int per_block = blockDim.x / row_threads;
+  // Every thread of the block runs each pass (the sums need them all); a
+  // thread whose row is past the end reads and writes nothing.
+  for (long long first = (long long)blockIdx.x * per_block; first < rows;
+       first += (long long)gridDim.x * per_block) {
+    const long long row = first + slot;
+    const bool valid = row < rows;
+    const P* xr = reinterpret_cast<const P*>(x + (valid ? row : 0) * x_stride);
+    P* yr = reinterpret_cast<P*>(y + (valid ? row : 0) * y_stride);
+    A sum[1] = {A(0)};
+    if constexpr (kPerThread > 0) {
+      // Each pass makes all its reads first, a pack past the row's end read
+      // from the row's start instead: a read inside a branch waits for the
+      // sums before it (the hinted reads are volatile), so the packs would
+      // arrive one by one.
+      int at[kPerThread];
+      P v[kPerThread];
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        const int p = lane + i * row_threads;
+        at[i] = valid && p < packs ? p : -1;
+        const P* from = xr + (at[i] < 0 ? 0 : at[i]);
+        v[i] = cee::load_to_reuse(from);
+      }
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i)
+        if (at[i] >= 0)
+#pragma unroll
+          for (int j = 0; j < W; ++j)
+            sum[0] += C::in(v[i].v[j]) * C::in(v[i].v[j]);
+      cee::rows_sum<1>(sum, scratch, row_threads);
+      const A rstd = cee::inverse_sqrt(sum[0] / A(cols) + A(eps));
+      // The output's reads in batches of 4 packs of x and of the weight: 8
+      // at once spilt.
+      constexpr int kBatch = kPerThread < 4 ? kPerThread : 4;
+      P wv[kBatch];
+#pragma unroll
+      for (int b = 0; b < kPerThread; b += kBatch) {
+#pragma unroll
+        for (int i = b; i < b + kBatch; ++i) {
+          const int p = at[i] < 0 ? 0 : at[i];
+          v[i] = cee::load_last_use(xr + p);
+          wv[i - b] = cee::load_to_reuse(w + p);
+        }
+#pragma unroll
+        for (int i = b; i < b + kBatch; ++i) {
+          if (at[i] < 0) continue;
+          P out;
+#pragma unroll
+          for (int j = 0; j < W; ++j)
+            out.v[j] = C::out(C::in(v[i].v[j]) * rstd * C::in(wv[i - b].v[j]));
+          yr[at[i]] = out;
+        }
       }
     } else {
       for (int p = threadIdx.x; p < packs; p += blockDim.x) {

@@ -28,10 +28,10 @@ def test_the_rms_norm_declaration_reads_back(tmp_path):
     assert forward.backward == "my_rms_norm_backward(grad, x, weight, eps)"
     assert forward.dtypes == ("float16", "bfloat16", "float32", "float64")
     # every combination of the template's values, for every dtype
-    assert len(forward.instances()) == 4 * 2 * 5
+    assert len(forward.instances()) == 4 * 2 * 5 * 2
     template, dtype, values = forward.instances()[0]
     assert forward.expression(template, dtype, values) == (
-        "cee_rule_rms_norm::rms_norm_forward<__half, true, 0>"
+        "cee_rule_rms_norm::rms_norm_forward<__half, true, 0, true>"
     )
 
 
@@ -65,7 +65,7 @@ def test_an_elementwise_parser_never_reads_a_custom_folder(tmp_path):
             "rms_norm_fast = {",
             "kernels.cuh defines no kernel rms_norm_fast",
         ),
-        ("per_thread = [0, 1, 2, 4, 8] }", 'per_thread = ["many"] }', "kernels.rms_norm_forward"),
+        ("per_thread = [0, 1, 2, 4, 8],", 'per_thread = ["many"],', "kernels.rms_norm_forward"),
         (
             'fake = ["torch.empty_like',
             'fake = ["torch.empty_like(x)", "torch.empty_like',

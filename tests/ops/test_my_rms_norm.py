@@ -134,15 +134,32 @@ def test_tensors_on_two_devices_are_refused():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("hidden", [1024, 2047, 4095, 4096, 8191, 8192, 16384, 32768, 70000])
 def test_gpu_kernel_paths_against_torch(dtype, hidden):
-    # Every path of the kernels: 16-byte packs or single elements (2047, 4095, 8191), a row
-    # in registers (1, 2, 4 or 8 packs a thread; the backward's in blocks of up to 1024:
-    # 2047, 4095, float32 8192 and 16384, bfloat16 16384), the backward's dweight sums alone
-    # in registers (bfloat16 32768), or read twice (8191, float32 32768, 70000).
+    # Every path of the kernels: 16-byte packs or single elements (2047, 4095, 8191), 1, 2,
+    # 4 or 8 packs a thread, the forward's row read twice (float32, bfloat16 up to 8192) or
+    # held in registers (bfloat16 16384 and 32768), the backward's blocks of up to 1024
+    # (2047, 4095, float32 8192 and 16384, bfloat16 16384), its dweight sums alone in
+    # registers (bfloat16 32768), or any length (8191, float32 32768, 70000).
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
     x = torch.randn(67, hidden, device="cuda", dtype=dtype)
     weight = (torch.rand(hidden, device="cuda") + 0.5).to(dtype)
     check(x, weight)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("hidden", [1, 7, 64, 100, 512, 1000, 1024])
+def test_gpu_rows_that_share_a_block_against_torch(dtype, hidden):
+    # Rows of 32 threads or fewer share blocks, 256 / row_threads rows each: the last block
+    # part-filled (4097 rows), and rows read in place, a stride past their length apart.
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    weight = (torch.rand(hidden, device="cuda") + 0.5).to(dtype)
+    for x in (
+        torch.randn(4097, hidden, device="cuda", dtype=dtype),
+        torch.randn(37, hidden + 8, device="cuda", dtype=dtype)[:, :hidden],
+    ):
+        check(x, weight)
 
 
 @pytest.mark.gpu
