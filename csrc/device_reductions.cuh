@@ -111,33 +111,15 @@ __device__ __forceinline__ void block_sum(A (&v)[K], A* scratch) {
 }
 
 // The sums of K values over each aligned group of `row_threads` threads of
-// the block (a power of two, or the whole block), in every thread of the
-// group: a reduction over rows when one block takes several. `scratch` as for
-// block_sum; every thread of the block must call it.
+// the block, in every thread of the group: a power of two up to 32 (a block
+// of several short rows, each summed within its lanes), or the whole block.
+// `scratch` as for block_sum; every thread of the block must call it.
 template <int K, typename A>
 __device__ __forceinline__ void rows_sum(A (&v)[K], A* scratch,
                                          int row_threads) {
-  if (row_threads >= (int)blockDim.x) return block_sum<K>(v, scratch);
-  if (row_threads <= 32) {
+  if (row_threads > 32) return block_sum<K>(v, scratch);
 #pragma unroll
-    for (int k = 0; k < K; ++k) v[k] = lanes_sum(v[k], row_threads);
-    return;
-  }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int row_warps = row_threads >> 5, first = warp - warp % row_warps;
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    v[k] = warp_sum(v[k]);
-    if (lane == 0) scratch[k * 32 + warp] = v[k];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    A s = A(0);
-    for (int w = 0; w < row_warps; ++w) s += scratch[k * 32 + first + w];
-    v[k] = s;
-  }
-  __syncthreads();
+  for (int k = 0; k < K; ++k) v[k] = lanes_sum(v[k], row_threads);
 }
 
 }  // namespace cee
