@@ -104,9 +104,8 @@ inline Tensor rms_norm_forward(Tensor x, Tensor weight, double eps) {
     const long long out_stride = rows[0].cols;
     const int cols = (int)rows[0].cols;
     // 16-bit rows of 32 KiB or more stay in registers: read twice, a
-    // bfloat16 row of 16384 took 6% longer on the H200 (a float row of 16384
-    // 4% less, which the register-held row's occupancy cannot explain: both
-    // fit two blocks a multiprocessor).
+    // bfloat16 row of 16384 took 6% longer on the H200, where a float row of
+    // 16384 took 4% less (both kernels fit two blocks a multiprocessor).
     const bool hold_row = sizeof(T) == 2 && cols >= 16384;
     // Rows of 32 threads or fewer share blocks of 256, 256 / row_threads
     // rows each: a block of one such row left most of a multiprocessor idle
