@@ -98,7 +98,7 @@ inline Tensor rms_norm_forward(Tensor x, Tensor weight, double eps) {
     if (!x.is_cuda()) return forward_cpu<T>(xp, wp, yp, rows[0], eps);
     const cee::Rows out_rows = {rows[0].rows, rows[0].cols, rows[0].cols};
     const cee::Rows all[] = {rows[0], {1, rows[0].cols, 0}, out_rows};
-    const Geometry g =
+    Geometry g =
         geometry(all, 3, sizeof(T), data, 8, 64, 0, sizeof(T) == 2 ? 4 : 2);
     const long long n = rows[0].rows, stride = rows[0].stride;
     const long long out_stride = rows[0].cols;
@@ -107,13 +107,26 @@ inline Tensor rms_norm_forward(Tensor x, Tensor weight, double eps) {
     // bfloat16 row of 16384 took 6% longer on the H200, where a float row of
     // 16384 took 4% less (both kernels fit two blocks a multiprocessor).
     const bool hold_row = sizeof(T) == 2 && cols >= 16384;
+    const int64_t packs = g.vector ? cols / (16 / (int64_t)sizeof(T)) : cols;
+    const cee::Launch launch(x);
+    // Rows too few to fill the GPU twice over, a block each, take a warp each
+    // where 8 packs a thread cover them in one (float32 4096x1024 took 5%
+    // less on the H200, bfloat16 4096x2048 the same; at 16384 rows, eight
+    // fillings, 1% more; bfloat16 rows of 1024, half a warp, gained nothing).
+    if (g.vector && g.per_thread > 0 && g.per_thread < 8 && g.block > 32 &&
+        packs > 4 * 32 && packs <= 8 * 32) {
+      const long long fit =
+          (long long)launch.multiprocessors() *
+          launch.resident_blocks("rms_norm_forward", dtype,
+                                 {g.vector, g.per_thread, hold_row}, g.block, 0);
+      if (n <= 2 * fit) g = {g.vector, 8, 32};
+    }
     // Rows of 32 threads or fewer share blocks of 256, 256 / row_threads
     // rows each: a block of one such row left most of a multiprocessor idle
     // (a bfloat16 row of 512 took 12-40% longer alone on the H200).
     int row_threads = (int)g.block;
     unsigned block = g.block;
     if (g.per_thread > 0 && g.block <= 32) {
-      const int64_t packs = g.vector ? cols / (16 / (int64_t)sizeof(T)) : cols;
       row_threads = 1;
       while ((int64_t)row_threads * g.per_thread < packs) row_threads *= 2;
       block = 256;
@@ -121,7 +134,6 @@ inline Tensor rms_norm_forward(Tensor x, Tensor weight, double eps) {
     const long long per_block = block / row_threads;
     const long long blocks = (n + per_block - 1) / per_block;
     const unsigned grid = (unsigned)(blocks < (1 << 30) ? blocks : (1 << 30));
-    const cee::Launch launch(x);
     launch("rms_norm_forward", dtype, {g.vector, g.per_thread, hold_row}, grid,
            block, 0, xp, wp, yp, n, cols, stride, out_stride, eps, row_threads);
   });

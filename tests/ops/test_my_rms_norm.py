@@ -163,6 +163,21 @@ def test_gpu_rows_that_share_a_block_against_torch(dtype, hidden):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("hidden", [520, 1024, 2048])
+def test_gpu_few_rows_and_many_against_torch(dtype, hidden):
+    # Rows too few to fill the GPU twice take a warp each at 8 packs a thread where that
+    # covers them (float32 520 and 1024, bfloat16 2048); more rows than twice the 32
+    # blocks a multiprocessor holds at most take a block each at fewer packs.
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    multiprocessors = torch.cuda.get_device_properties(0).multi_processor_count
+    weight = (torch.rand(hidden, device="cuda") + 0.5).to(dtype)
+    for rows in (67, 64 * multiprocessors + 1):
+        check(torch.randn(rows, hidden, device="cuda", dtype=dtype), weight)
+
+
+@pytest.mark.gpu
 def test_cuda_graph_capture_forward_and_backward():
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
