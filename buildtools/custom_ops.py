@@ -52,6 +52,7 @@ ARGUMENT = re.compile(
 )
 SCALAR_PYTHON = {"float": float, "int": int, "bool": lambda s: s == "True"}
 MAX_TEMPLATE_VALUES = 4
+WHEN = "when"  # a template's optional filter of its combinations
 # What a sample expression sees: the dtype, the device, and a size n that the checkers vary
 # (the tests, the sanitizer run and the smoke test pick sizes, doctor a small one).
 SAMPLE_NAMES = ["dtype", "device", "n"]
@@ -70,13 +71,25 @@ class Argument:
 @dataclass(frozen=True)
 class KernelTemplate:
     """A template of kernels.cuh and the values of its parameters after the dtype: every
-    combination is compiled for every dtype of the op."""
+    combination is compiled for every dtype of the op, or only those for which `when` (a
+    Python expression of `dtype` and the parameters) is true."""
 
     name: str
     values: tuple[tuple[str, tuple[int | bool, ...]], ...]  # (parameter, its values)
+    when: str | None = None
 
-    def combinations(self) -> list[tuple[int | bool, ...]]:
-        return list(itertools.product(*(v for _, v in self.values)))
+    def combinations(self, dtype: str) -> list[tuple[int | bool, ...]]:
+        every = itertools.product(*(v for _, v in self.values))
+        if self.when is None:
+            return list(every)
+        names = [name for name, _ in self.values]
+        code = compile(self.when, f"kernels.{self.name}.when", "eval")
+
+        def allowed(values: tuple) -> bool:
+            scope = {"dtype": dtype, **dict(zip(names, values, strict=True))}
+            return bool(eval(code, {"__builtins__": {}}, scope))  # noqa: S307 - ops.toml's own
+
+        return [values for values in every if allowed(values)]
 
 
 @dataclass(frozen=True)
@@ -115,7 +128,7 @@ class CustomOp:
             (t, dtype, values)
             for t in self.kernels
             for dtype in self.dtypes
-            for values in t.combinations()
+            for values in t.combinations(dtype)
         ]
 
     def expression(self, template: KernelTemplate, dtype: str, values: tuple) -> str:
@@ -181,12 +194,14 @@ def _arguments(path: Path, name: str, schema) -> tuple[tuple[Argument, ...], int
     return tuple(arguments), match["ret"].count("Tensor")
 
 
-def _kernels(path: Path, name: str, table) -> tuple[KernelTemplate, ...]:
+def _kernels(path: Path, name: str, table, dtypes) -> tuple[KernelTemplate, ...]:
     example = "kernels = { my_kernel = { per_thread = [1, 2, 4] } }"
     if not isinstance(table, dict) or not table:
         _fail(path, f"[[op]] {name}: kernels: each template of kernels.cuh, e.g. {example}")
     templates = []
     for template, values in table.items():
+        values = dict(values) if isinstance(values, dict) else values
+        when = values.pop(WHEN, None) if isinstance(values, dict) else None
         ok = IDENTIFIER.match(template) and isinstance(values, dict)
         ok = ok and len(values) <= MAX_TEMPLATE_VALUES
         ok = ok and all(
@@ -202,8 +217,24 @@ def _kernels(path: Path, name: str, table) -> tuple[KernelTemplate, ...]:
             )
         if f"{template}(" not in (path.parent / "kernels.cuh").read_text().replace(" (", "("):
             _fail(path, f"[[op]] {name}: kernels.cuh defines no kernel {template}")
-        templates.append(KernelTemplate(template, tuple((k, tuple(v)) for k, v in values.items())))
+        kernel = KernelTemplate(template, tuple((k, tuple(v)) for k, v in values.items()), when)
+        if when is not None:
+            _check_when(path, f"[[op]] {name}: kernels.{template}.{WHEN}", kernel, dtypes)
+        templates.append(kernel)
     return tuple(templates)
+
+
+def _check_when(path: Path, key: str, kernel: KernelTemplate, dtypes) -> None:
+    """`when` names only dtype and the parameters, and leaves some instance for every dtype
+    (an op whose dtype has no kernel could only fail at its first call)."""
+    _check_expression(path, key, kernel.when, ["dtype", *(k for k, _ in kernel.values)], (), set())
+    for dtype in dtypes:
+        try:
+            left = kernel.combinations(dtype)
+        except Exception as exc:  # noqa: BLE001 - any error of the expression is the author's
+            _fail(path, f"{key} = {kernel.when!r}: {type(exc).__name__}: {exc} (dtype {dtype})")
+        if not left:
+            _fail(path, f"{key} = {kernel.when!r}: compiles no {kernel.name} for {dtype}")
 
 
 def _ops_of(path: Path, all_dtypes: tuple[str, ...]) -> list[CustomOp]:
@@ -276,7 +307,7 @@ def _ops_of(path: Path, all_dtypes: tuple[str, ...]) -> list[CustomOp]:
                 arguments=arguments,
                 outputs=outputs,
                 function=function,
-                kernels=_kernels(path, name, entry["kernels"]),
+                kernels=_kernels(path, name, entry["kernels"], dtypes),
                 fake=fake,
                 backward=backward,
                 reference=reference,

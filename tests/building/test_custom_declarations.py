@@ -27,12 +27,29 @@ def test_the_rms_norm_declaration_reads_back(tmp_path):
     assert backward.outputs == 2 and backward.tensors == ("grad", "x", "weight")
     assert forward.backward == "my_rms_norm_backward(grad, x, weight, eps)"
     assert forward.dtypes == ("float16", "bfloat16", "float32", "float64")
-    # every combination of the template's values, for every dtype
-    assert len(forward.instances()) == 4 * 2 * 5 * 2
+    # every combination of the template's values for every dtype, those its `when` allows:
+    # the row held in registers (hold_row) at 16 bits only, at 0, 4 or 8 packs a thread
+    assert len(forward.instances()) == 4 * 2 * 5 + 2 * 4
+    held = [(d, v) for _, d, v in forward.instances() if v[2]]
+    assert held == [
+        (d, (vector, packs, True))
+        for d in ("float16", "bfloat16")
+        for vector, packs in ((True, 0), (True, 4), (True, 8), (False, 0))
+    ]
     template, dtype, values = forward.instances()[0]
     assert forward.expression(template, dtype, values) == (
         "cee_rule_rms_norm::rms_norm_forward<__half, true, 0, true>"
     )
+
+
+def test_without_when_every_combination_is_compiled(tmp_path):
+    toml = rms_norm_copy(tmp_path)
+    text = toml.read_text()
+    start = text.index(', when = "')
+    end = text.index('" } }', start) + 1  # past the expression's closing quote
+    toml.write_text(text[:start] + text[end:])
+    forward = custom_ops.declared(toml.parents[1])[0]
+    assert len(forward.instances()) == 4 * 2 * 5 * 2
 
 
 def test_an_elementwise_parser_never_reads_a_custom_folder(tmp_path):
@@ -66,6 +83,17 @@ def test_an_elementwise_parser_never_reads_a_custom_folder(tmp_path):
             "kernels.cuh defines no kernel rms_norm_fast",
         ),
         ("per_thread = [0, 1, 2, 4, 8],", 'per_thread = ["many"],', "kernels.rms_norm_forward"),
+        ('when = "not hold_row', 'when = "not held', "when = .*unknown name 'held'"),
+        (
+            'when = "not hold_row or',
+            "when = \"dtype == 'float16' and",
+            "compiles no rms_norm_forward for bfloat16",
+        ),
+        (
+            'when = "not hold_row or',
+            'when = "1 / 0 or',
+            r"ZeroDivisionError: division by zero \(dtype float16\)",
+        ),
         (
             'fake = ["torch.empty_like',
             'fake = ["torch.empty_like(x)", "torch.empty_like',

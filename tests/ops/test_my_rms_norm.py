@@ -132,11 +132,12 @@ def test_tensors_on_two_devices_are_refused():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-@pytest.mark.parametrize("hidden", [1024, 2047, 4095, 4096, 8191, 8192, 16384, 32768, 70000])
+@pytest.mark.parametrize("hidden", [1024, 2047, 4095, 4096, 8191, 8192, 16384, 16385, 32768, 70000])
 def test_gpu_kernel_paths_against_torch(dtype, hidden):
-    # Every path of the kernels: 16-byte packs or single elements (2047, 4095, 8191), 1, 2,
-    # 4 or 8 packs a thread, the forward's row read twice (float32, bfloat16 up to 8192) or
-    # held in registers (bfloat16 16384 and 32768), the backward's blocks of up to 1024
+    # Every path of the kernels: 16-byte packs or single elements (2047, 4095, 8191, 16385),
+    # 1, 2, 4 or 8 packs a thread, the forward's row read twice (float32, bfloat16 up to
+    # 8192) or held in registers (bfloat16 from 16384: every held instance that ops.toml's
+    # `when` compiles), the backward's blocks of up to 1024
     # (2047, 4095, float32 8192 and 16384, bfloat16 16384), its dweight sums alone in
     # registers (bfloat16 32768), or any length (8191, float32 32768, 70000).
     if not torch.cuda.is_available():
