@@ -116,10 +116,10 @@ inline Tensor rms_norm_forward(Tensor x, Tensor weight, double eps) {
     // fillings, 1% more; bfloat16 rows of 1024, half a warp, gained nothing).
     if (g.vector && g.per_thread > 0 && g.per_thread < 8 && g.block > 32 &&
         packs > 4 * 32 && packs <= 8 * 32) {
-      const long long fit =
-          (long long)launch.multiprocessors() *
-          launch.resident_blocks("rms_norm_forward", dtype,
-                                 {g.vector, g.per_thread, hold_row}, g.block, 0);
+      const long long fit = (long long)launch.multiprocessors() *
+                            launch.resident_blocks(
+                                "rms_norm_forward", dtype,
+                                {g.vector, g.per_thread, hold_row}, g.block, 0);
       if (n <= 2 * fit) g = {g.vector, 8, 32};
     }
     // Rows of 32 threads or fewer share blocks of 256, 256 / row_threads
