@@ -39,6 +39,7 @@ struct Geometry {
   bool vector;
   int per_thread;
   unsigned block;
+  int64_t packs;  // a row's 16-byte packs, or its elements where not vector
 };
 
 inline Geometry geometry(const cee::Rows* rows, int n, int64_t element_size,
@@ -58,9 +59,9 @@ inline Geometry geometry(const cee::Rows* rows, int n, int64_t element_size,
     const int64_t threads = (packs + per_thread - 1) / per_thread;
     if (threads <= (wide_from && per_thread >= wide_from ? 1024 : 512))
       return {vector, per_thread,
-              (unsigned)(threads < 32 ? 32 : (threads + 31) / 32 * 32)};
+              (unsigned)(threads < 32 ? 32 : (threads + 31) / 32 * 32), packs};
   }
-  return {vector, 0, 512};
+  return {vector, 0, 512, packs};
 }
 
 template <typename T>
@@ -108,19 +109,18 @@ inline Tensor rms_norm_forward(Tensor x, Tensor weight, double eps) {
     // 16384 took 4% less (both kernels fit two blocks a multiprocessor).
     // ops.toml's `when` compiles the held instances these rows reach only.
     const bool hold_row = sizeof(T) == 2 && cols >= 16384;
-    const int64_t packs = g.vector ? cols / (16 / (int64_t)sizeof(T)) : cols;
     const cee::Launch launch(x);
     // Rows too few to fill the GPU twice over, a block each, take a warp each
     // where 8 packs a thread cover them in one (float32 4096x1024 took 5%
     // less on the H200, bfloat16 4096x2048 the same; at 16384 rows, eight
     // fillings, 1% more; bfloat16 rows of 1024, half a warp, gained nothing).
     if (g.vector && g.per_thread > 0 && g.per_thread < 8 && g.block > 32 &&
-        packs > 4 * 32 && packs <= 8 * 32) {
+        g.packs > 4 * 32 && g.packs <= 8 * 32) {
       const long long fit = (long long)launch.multiprocessors() *
                             launch.resident_blocks(
                                 "rms_norm_forward", dtype,
                                 {g.vector, g.per_thread, hold_row}, g.block, 0);
-      if (n <= 2 * fit) g = {g.vector, 8, 32};
+      if (n <= 2 * fit) g = {g.vector, 8, 32, g.packs};
     }
     // Rows of 32 threads or fewer share blocks of 256, 256 / row_threads
     // rows each: a block of one such row left most of a multiprocessor idle
@@ -129,7 +129,7 @@ inline Tensor rms_norm_forward(Tensor x, Tensor weight, double eps) {
     unsigned block = g.block;
     if (g.per_thread > 0 && g.block <= 32) {
       row_threads = 1;
-      while ((int64_t)row_threads * g.per_thread < packs) row_threads *= 2;
+      while ((int64_t)row_threads * g.per_thread < g.packs) row_threads *= 2;
       block = 256;
     }
     const long long per_block = block / row_threads;
