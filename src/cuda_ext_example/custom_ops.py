@@ -10,6 +10,7 @@ The ops themselves (schema, CPU and CUDA kernels) are registered by the compiled
 
 from __future__ import annotations
 
+import ast
 import inspect
 from collections.abc import Callable
 
@@ -79,15 +80,102 @@ def _check_types(op: dict, args: tuple, namespace: str) -> None:
             raise error
 
 
-def make_function(
-    op: dict, call: Callable, autograd: tuple[Callable, Callable], namespace: str = NAMESPACE
-) -> type:
-    """The op as an autograd.Function, with make_autograd's (backward, setup_context) and
-    its forward `call` (the op below autograd): what torch.func transforms use (they cannot
+def _result_names(op: dict, prefix: str) -> list[str]:
+    return [prefix] if op["outputs"] == 1 else [f"{prefix}{j}" for j in range(op["outputs"])]
+
+
+def _names_in(expression: str) -> set[str]:
+    return {n.id for n in ast.walk(ast.parse(expression, mode="eval")) if isinstance(n, ast.Name)}
+
+
+class Autograd:
+    """An op's declared backward for torch.library.register_autograd and its
+    autograd.Functions: an expression of the arguments, the outputs (out, or out0, out1, ...)
+    and their gradients (grad, or grad0, ...) giving one gradient per tensor argument. An op
+    that declares none raises when differentiated: never a silent zero gradient.
+
+    The expression is made a function of the saved values, in the order backward has them,
+    once (at the first backward, when every op it may call exists), not a scope a call:
+    `backward` over the Python functions (differentiable again, seen by torch.func), and
+    `backward_below` over the raw ops, for a caller already below autograd. The outputs are
+    saved only if the expression names one."""
+
+    def __init__(self, op: dict, namespace: str = NAMESPACE):
+        arguments = op["arguments"]
+        self.op, self.namespace = op, namespace
+        self.qualname = f"{namespace}.{op['name']}"
+        self.tensors = [i for i, a in enumerate(arguments) if a["type"] == "Tensor"]
+        self.scalars = [i for i, a in enumerate(arguments) if a["type"] != "Tensor"]
+        self.defaults = tuple(a["default"] for a in arguments)
+        outputs = _result_names(op, "out")
+        self.saves_outputs = bool(op["backward"]) and bool(set(outputs) & _names_in(op["backward"]))
+        self.unsaved_outputs = () if self.saves_outputs else (None,) * len(outputs)
+        parameters = [arguments[i]["name"] for i in self.tensors + self.scalars]
+        parameters += outputs + _result_names(op, "grad")
+        self.code = (
+            _compiled(op, "backward", f"lambda {', '.join(parameters)}: ({op['backward']})")
+            if op["backward"]
+            else None
+        )
+        self.made: dict[bool, Callable] = {}  # below autograd? -> the expression's function
+        leading = self.tensors == list(range(len(self.tensors)))
+        self.trailing = (None,) * len(self.scalars) if leading else None
+
+    def setup_context(self, ctx, inputs, output):
+        inputs = tuple(inputs) + self.defaults[len(inputs) :]  # torch passes those given
+        outputs = ()
+        if self.saves_outputs:
+            outputs = (output,) if self.op["outputs"] == 1 else tuple(output)
+        ctx.save_for_backward(*[inputs[i] for i in self.tensors], *outputs)
+        ctx.scalars = [inputs[i] for i in self.scalars]
+
+    def backward(self, ctx, *grads):
+        return self._gradients(ctx, grads, below=False)
+
+    def backward_below(self, ctx, *grads):
+        return self._gradients(ctx, grads, below=True)
+
+    def _function(self, below: bool) -> Callable:
+        if self.code is None:
+            raise RuntimeError(
+                f"{self.qualname}: its ops.toml declares no backward, so it cannot be "
+                "differentiated"
+            )
+        function = self.made.get(below)
+        if function is None:
+            scope = expression_scope(self.op, self.namespace)
+            if below:
+                scope = {**scope, **_RAW_OPS.get(self.namespace, {})}
+            function = eval(self.code, scope)  # noqa: S307 - ours
+            if self.namespace in _FUNCTIONS:  # every op's function exists: kept
+                self.made[below] = function
+        return function
+
+    def _gradients(self, ctx, grads, below: bool) -> tuple:
+        function = self._function(below)
+        saved = ctx.saved_tensors
+        count = len(self.tensors)
+        outputs = saved[count:] if self.saves_outputs else self.unsaved_outputs
+        result = function(*saved[:count], *ctx.scalars, *outputs, *grads)
+        result = (result,) if isinstance(result, torch.Tensor) else tuple(result)
+        if len(result) != count:
+            names = [self.op["arguments"][i]["name"] for i in self.tensors]
+            raise RuntimeError(
+                f"{self.qualname}: its backward gave {len(result)} gradients for the "
+                f"{count} tensor arguments {names}"
+            )
+        if self.trailing is not None:  # the tensors come first: the scalars' Nones after
+            return (*result, *self.trailing)
+        given = iter(result)
+        return tuple(next(given) if i in self.tensors else None for i in range(len(self.defaults)))
+
+
+def make_function(op: dict, call: Callable, autograd: Autograd, namespace: str = NAMESPACE) -> type:
+    """The op as an autograd.Function, with its declared backward `autograd` and its
+    forward `call` (the op below autograd): what torch.func transforms use (they cannot
     see through the op's autograd kernel), and every call where torch lacks the private
     checks. vmap runs the op once per batch element (no
     batching rule is declared); forward-mode AD raises: no tangent rule is."""
-    backward, setup_context = autograd
     qualname = f"{namespace}.{op['name']}"
 
     class Function(torch.autograd.Function):
@@ -99,11 +187,11 @@ def make_function(
 
         @staticmethod
         def setup_context(ctx, inputs, output):
-            setup_context(ctx, inputs, output)
+            autograd.setup_context(ctx, inputs, output)
 
         @staticmethod
         def backward(ctx, *grads):
-            return backward(ctx, *grads)
+            return autograd.backward(ctx, *grads)
 
         @staticmethod
         def jvp(ctx, *tangents):
@@ -116,23 +204,29 @@ def make_function(
     return Function
 
 
-def make_plain_function(op: dict, call: Callable, autograd: tuple[Callable, Callable]) -> type:
-    """make_function's twin for plain autograd: its forward saves for the backward itself,
-    since an autograd.Function with a separate setup_context (which torch.func needs) makes
-    torch bind the arguments to forward's signature at every call, about a quarter of a
-    small training step's time here."""
-    backward, setup_context = autograd
+def make_plain_function(op: dict, raw_op: Callable, exclude: Callable, autograd: Autograd) -> type:
+    """make_function's twin for plain autograd, the commonest training call, made for host
+    time (a small training step is host time): its forward saves for the backward itself
+    (an autograd.Function with a separate setup_context, which torch.func needs, makes torch
+    bind the arguments to forward's signature at every call), and both run the raw ops
+    (`raw_op`, the overload's C++ callable) inside one `exclude` (the dispatcher below
+    autograd) instead of the Python functions and their checks. A backward that is itself
+    differentiated (create_graph) takes the Python functions."""
 
     class PlainFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *args):
-            output = call(*args)
-            setup_context(ctx, args, output)
+            with exclude():
+                output = raw_op(*args)
+            autograd.setup_context(ctx, args, output)
             return output
 
         @staticmethod
         def backward(ctx, *grads):
-            return backward(ctx, *grads)
+            if torch.is_grad_enabled():
+                return autograd.backward(ctx, *grads)
+            with exclude():
+                return autograd.backward_below(ctx, *grads)
 
     PlainFunction.__name__ = PlainFunction.__qualname__ = f"{op['name']}_plain_function"
     return PlainFunction
@@ -214,62 +308,6 @@ def make_fake(op: dict, namespace: str = NAMESPACE) -> Callable:
     return fake
 
 
-def _result_names(op: dict, prefix: str) -> list[str]:
-    return [prefix] if op["outputs"] == 1 else [f"{prefix}{j}" for j in range(op["outputs"])]
-
-
-def make_autograd(op: dict, namespace: str = NAMESPACE) -> tuple[Callable, Callable]:
-    """(backward, setup_context) for torch.library.register_autograd: the declared backward,
-    an expression of the arguments, the outputs (out, or out0, out1, ...) and their
-    gradients (grad, or grad0, ...) giving one gradient per tensor argument. An op that
-    declares none raises when differentiated: never a silent zero gradient."""
-    arguments = op["arguments"]
-    tensors = [i for i, a in enumerate(arguments) if a["type"] == "Tensor"]
-    scalars = [i for i, a in enumerate(arguments) if a["type"] != "Tensor"]
-    defaults = tuple(a["default"] for a in arguments)
-    qualname = f"{namespace}.{op['name']}"
-    # The expression as a function of the saved values, in the order backward has them:
-    # made once (at the first backward, when every op it may call exists), not a scope a call.
-    parameters = [arguments[i]["name"] for i in tensors + scalars]
-    parameters += _result_names(op, "out") + _result_names(op, "grad")
-    code = (
-        _compiled(op, "backward", f"lambda {', '.join(parameters)}: ({op['backward']})")
-        if op["backward"]
-        else None
-    )
-    made: list[Callable] = []
-
-    def setup_context(ctx, inputs, output):
-        inputs = tuple(inputs) + defaults[len(inputs) :]  # torch passes those the caller gave
-        outputs = (output,) if op["outputs"] == 1 else tuple(output)
-        ctx.save_for_backward(*[inputs[i] for i in tensors], *outputs)
-        ctx.scalars = [inputs[i] for i in scalars]
-
-    def backward(ctx, *grads):
-        if code is None:
-            raise RuntimeError(
-                f"{qualname}: its ops.toml declares no backward, so it cannot be differentiated"
-            )
-        if not made:
-            function = eval(code, expression_scope(op, namespace))  # noqa: S307 - ours
-            if namespace in _FUNCTIONS:  # every op's function exists: kept
-                made.append(function)
-        else:
-            function = made[0]
-        saved = ctx.saved_tensors
-        result = function(*saved[: len(tensors)], *ctx.scalars, *saved[len(tensors) :], *grads)
-        result = (result,) if isinstance(result, torch.Tensor) else tuple(result)
-        if len(result) != len(tensors):
-            raise RuntimeError(
-                f"{qualname}: its backward gave {len(result)} gradients for the "
-                f"{len(tensors)} tensor arguments {[arguments[i]['name'] for i in tensors]}"
-            )
-        given = iter(result)
-        return tuple(next(given) if a["type"] == "Tensor" else None for a in arguments)
-
-    return backward, setup_context
-
-
 def make_autograd_kernel(op: dict, function: type, below: Callable, namespace: str = NAMESPACE):
     """The op's autograd kernel: its autograd.Function where a tensor argument needs a
     gradient, else the op below autograd (`below`). One Python frame a call, where
@@ -296,6 +334,8 @@ def make_autograd_kernel(op: dict, function: type, below: Callable, namespace: s
 
 
 _LIBRARIES: list = []  # the registrations live as long as their Library object
+# namespace -> op name -> its overload's C++ callable: what a backward below autograd calls.
+_RAW_OPS: dict[str, dict[str, Callable]] = {}
 
 
 def register(namespace: str = NAMESPACE) -> dict[str, Callable]:
@@ -303,27 +343,29 @@ def register(namespace: str = NAMESPACE) -> dict[str, Callable]:
     functions by op name."""
     if not CUSTOM:
         return {}
-    from .fast_path import PRIVATE, below_autograd
+    from .fast_path import PRIVATE, below_autograd, raw_op
 
     library = torch.library.Library(namespace, "FRAGMENT")
     _LIBRARIES.append(library)
+    ops = getattr(torch.ops, namespace)
+    _RAW_OPS[namespace] = {name: raw_op(getattr(ops, name).default) for name in CUSTOM}
     wrappers = {}
     for name, op in CUSTOM.items():
         qualname = f"{namespace}::{name}"
         overload = getattr(getattr(torch.ops, namespace), name).default
         torch.library.register_fake(qualname, make_fake(op, namespace), lib=library)
-        autograd = make_autograd(op, namespace)  # its expression compiled once for both uses
+        autograd = Autograd(op, namespace)  # its expression compiled once for every use
         plain = below = None
         if PRIVATE is None:  # no public call below autograd: torch.library's own autograd
-            backward, setup_context = autograd
             torch.library.register_autograd(
-                qualname, backward, setup_context=setup_context, lib=library
+                qualname, autograd.backward, setup_context=autograd.setup_context, lib=library
             )
             function = make_function(op, overload, autograd, namespace)
         else:
             below = below_autograd(overload, overload)
             function = make_function(op, below, autograd, namespace)
-            plain = make_plain_function(op, below, autograd)
+            raw = _RAW_OPS[namespace][name]
+            plain = make_plain_function(op, raw, PRIVATE.below_autograd, autograd)
             library.impl(name, make_autograd_kernel(op, plain, below, namespace), "Autograd")
         wrappers[name] = make_wrapper(op, function, namespace, plain, below)
     _FUNCTIONS[namespace] = wrappers

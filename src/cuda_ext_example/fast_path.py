@@ -49,6 +49,12 @@ def transformed(private: SimpleNamespace | None = PRIVATE) -> bool:
     return private.forward_ad._current_level >= 0 or private.transforms_active()
 
 
+def raw_op(overload) -> Callable:
+    """The overload's C++ callable, a Python frame less a call than the overload, or the
+    overload itself where it has none."""
+    return getattr(overload, "_op", overload)
+
+
 def below_autograd(twin, overload, private: SimpleNamespace | None = PRIVATE) -> Callable:
     """A call of the op below its autograd kernel: the public op with autograd's dispatch
     keys excluded (torch.export and AOTAutograd record the public op), or the twin, which
@@ -87,7 +93,7 @@ def plain_call_to_twin(
         private.tracing,
     )
     grad_enabled = torch.is_grad_enabled
-    twin = getattr(twin, "_op", twin)  # the overload's C++ callable: one Python call less
+    twin = raw_op(twin)
     with_grad = overload if grad_call is None else grad_call
     # A Parameter is a plain tensor to the dispatcher (its torch_function is off).
     plain = (torch.Tensor, torch.nn.Parameter)

@@ -211,3 +211,58 @@ def test_an_op_with_no_backward_refuses_to_be_differentiated(device):
     out = out if isinstance(out, torch.Tensor) else out[0]
     with pytest.raises(RuntimeError, match=f"{name}: its ops.toml declares no backward"):
         out.sum().backward()
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_a_backward_with_create_graph_is_recorded_and_equals_the_plain_one(name, device):
+    # A plain backward runs its ops below autograd; one that builds a graph (create_graph)
+    # must take the Python functions, so that its own gradient is taken or refused.
+    op = CUSTOM[name]
+    args = op_checks.custom_arguments(op, device, torch.float64, 9)
+    tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    inputs = leaves(args)
+    out = getattr(cuda_ext_example, name)(*inputs)
+    out = out if isinstance(out, torch.Tensor) else out[0]
+    grad = torch.randn_like(out)
+    wrt = [inputs[i] for i in tensors]
+    plain = torch.autograd.grad(out, wrt, grad, retain_graph=True)
+    recorded = torch.autograd.grad(out, wrt, grad, create_graph=True)
+    assert not any(g.requires_grad for g in plain)
+    assert all(g.requires_grad for g in recorded)
+    for ours, theirs in zip(recorded, plain, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+    try:
+        second = torch.autograd.grad(recorded[0].sum(), wrt, allow_unused=True)
+    except RuntimeError as error:  # an op the backward calls declares no backward itself
+        assert "its ops.toml declares no backward" in str(error)
+    else:
+        assert any(g is not None for g in second)
+
+
+class SavingContext:
+    """What an autograd.Function's ctx gives Autograd: save_for_backward, saved_tensors."""
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+
+@pytest.mark.parametrize(
+    ("backward", "saved"), [("grad * out * alpha", 2), ("grad * alpha * 2 * x", 1)]
+)
+@pytest.mark.parametrize("tensor_first", [True, False])
+def test_the_backward_saves_the_output_only_where_it_names_it(backward, saved, tensor_first):
+    x_argument = {"name": "x", "type": "Tensor", "default": None}
+    alpha_argument = {"name": "alpha", "type": "float", "default": 3.0}
+    arguments = [x_argument, alpha_argument] if tensor_first else [alpha_argument, x_argument]
+    op = {"name": "scale", "folder": "none", "arguments": arguments, "outputs": 1}
+    autograd = custom_ops.Autograd({**op, "backward": backward}, namespace="test_only")
+    x = torch.rand(5, dtype=torch.float64) + 1
+    out = x * x
+    ctx = SavingContext()
+    autograd.setup_context(ctx, (x,) if tensor_first else (3.0, x), out)
+    assert len(ctx.saved_tensors) == saved
+    grads = autograd.backward(ctx, torch.ones_like(out))
+    assert len(grads) == 2 and grads[1 if tensor_first else 0] is None
+    # What each expression gives, with out = x * x and alpha = 3.
+    expected = 2 * 3.0 * x if saved == 1 else 3.0 * out
+    torch.testing.assert_close(grads[0 if tensor_first else 1], expected)
