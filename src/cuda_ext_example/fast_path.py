@@ -62,10 +62,11 @@ def below_autograd(twin, overload, private: SimpleNamespace | None = PRIVATE) ->
     if private is None:
         return twin
     exclude = private.below_autograd
+    op = raw_op(overload)
 
     def call(*args):
         with exclude():
-            return overload(*args)
+            return op(*args)
 
     return call
 
