@@ -223,7 +223,8 @@ def test_a_backward_with_create_graph_is_recorded_and_equals_the_plain_one(name,
     inputs = leaves(args)
     out = getattr(cuda_ext_example, name)(*inputs)
     out = out if isinstance(out, torch.Tensor) else out[0]
-    grad = torch.randn_like(out)
+    # The output's gradient needs one too: a linear op's gradients depend on it alone.
+    grad = torch.randn_like(out).requires_grad_()
     wrt = [inputs[i] for i in tensors]
     plain = torch.autograd.grad(out, wrt, grad, retain_graph=True)
     recorded = torch.autograd.grad(out, wrt, grad, create_graph=True)
@@ -232,7 +233,7 @@ def test_a_backward_with_create_graph_is_recorded_and_equals_the_plain_one(name,
     for ours, theirs in zip(recorded, plain, strict=True):
         torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
     try:
-        second = torch.autograd.grad(recorded[0].sum(), wrt, allow_unused=True)
+        second = torch.autograd.grad(recorded[0].sum(), [*wrt, grad], allow_unused=True)
     except RuntimeError as error:  # an op the backward calls declares no backward itself
         assert "its ops.toml declares no backward" in str(error)
     else:
