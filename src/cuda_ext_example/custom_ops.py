@@ -97,8 +97,8 @@ class Autograd:
     The expression is made a function of the saved values, in the order backward has them,
     once (at the first backward, when every op it may call exists), not a scope a call:
     `backward` over the Python functions (differentiable again, seen by torch.func), and
-    `backward_below` over the raw ops, for a caller already below autograd. The outputs are
-    saved only if the expression names one."""
+    `backward_below` over each op's call below autograd, for a backward that builds no
+    graph. The outputs are saved only if the expression names one."""
 
     def __init__(self, op: dict, namespace: str = NAMESPACE):
         arguments = op["arguments"]
@@ -145,7 +145,7 @@ class Autograd:
         if function is None:
             scope = expression_scope(self.op, self.namespace)
             if below:
-                scope = {**scope, **_RAW_OPS.get(self.namespace, {})}
+                scope = {**scope, **_BELOW_OPS.get(self.namespace, {})}
             function = eval(self.code, scope)  # noqa: S307 - ours
             if self.namespace in _FUNCTIONS:  # every op's function exists: kept
                 self.made[below] = function
@@ -204,20 +204,19 @@ def make_function(op: dict, call: Callable, autograd: Autograd, namespace: str =
     return Function
 
 
-def make_plain_function(op: dict, raw_op: Callable, exclude: Callable, autograd: Autograd) -> type:
+def make_plain_function(op: dict, below: Callable, autograd: Autograd) -> type:
     """make_function's twin for plain autograd, the commonest training call, made for host
     time (a small training step is host time): its forward saves for the backward itself
     (an autograd.Function with a separate setup_context, which torch.func needs, makes torch
-    bind the arguments to forward's signature at every call), and both run the raw ops
-    (`raw_op`, the overload's C++ callable) inside one `exclude` (the dispatcher below
-    autograd) instead of the Python functions and their checks. A backward that is itself
-    differentiated (create_graph) takes the Python functions."""
+    bind the arguments to forward's signature at every call), and both call the ops below
+    autograd (`below`, backward_below) instead of through the Python functions and their
+    checks. A backward that is itself differentiated (create_graph) takes the Python
+    functions."""
 
     class PlainFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *args):
-            with exclude():
-                output = raw_op(*args)
+            output = below(*args)
             autograd.setup_context(ctx, args, output)
             return output
 
@@ -225,8 +224,7 @@ def make_plain_function(op: dict, raw_op: Callable, exclude: Callable, autograd:
         def backward(ctx, *grads):
             if torch.is_grad_enabled():
                 return autograd.backward(ctx, *grads)
-            with exclude():
-                return autograd.backward_below(ctx, *grads)
+            return autograd.backward_below(ctx, *grads)
 
     PlainFunction.__name__ = PlainFunction.__qualname__ = f"{op['name']}_plain_function"
     return PlainFunction
@@ -334,8 +332,8 @@ def make_autograd_kernel(op: dict, function: type, below: Callable, namespace: s
 
 
 _LIBRARIES: list = []  # the registrations live as long as their Library object
-# namespace -> op name -> its overload's C++ callable: what a backward below autograd calls.
-_RAW_OPS: dict[str, dict[str, Callable]] = {}
+# namespace -> op name -> its call below autograd: what backward_below calls.
+_BELOW_OPS: dict[str, dict[str, Callable]] = {}
 
 
 def register(namespace: str = NAMESPACE) -> dict[str, Callable]:
@@ -343,16 +341,18 @@ def register(namespace: str = NAMESPACE) -> dict[str, Callable]:
     functions by op name."""
     if not CUSTOM:
         return {}
-    from .fast_path import PRIVATE, below_autograd, raw_op
+    from .fast_path import PRIVATE, below_autograd
 
     library = torch.library.Library(namespace, "FRAGMENT")
     _LIBRARIES.append(library)
     ops = getattr(torch.ops, namespace)
-    _RAW_OPS[namespace] = {name: raw_op(getattr(ops, name).default) for name in CUSTOM}
+    if PRIVATE is not None:
+        overloads = {name: getattr(ops, name).default for name in CUSTOM}
+        _BELOW_OPS[namespace] = {name: below_autograd(o, o) for name, o in overloads.items()}
     wrappers = {}
     for name, op in CUSTOM.items():
         qualname = f"{namespace}::{name}"
-        overload = getattr(getattr(torch.ops, namespace), name).default
+        overload = getattr(ops, name).default
         torch.library.register_fake(qualname, make_fake(op, namespace), lib=library)
         autograd = Autograd(op, namespace)  # its expression compiled once for every use
         plain = below = None
@@ -362,10 +362,9 @@ def register(namespace: str = NAMESPACE) -> dict[str, Callable]:
             )
             function = make_function(op, overload, autograd, namespace)
         else:
-            below = below_autograd(overload, overload)
+            below = _BELOW_OPS[namespace][name]
             function = make_function(op, below, autograd, namespace)
-            raw = _RAW_OPS[namespace][name]
-            plain = make_plain_function(op, raw, PRIVATE.below_autograd, autograd)
+            plain = make_plain_function(op, below, autograd)
             library.impl(name, make_autograd_kernel(op, plain, below, namespace), "Autograd")
         wrappers[name] = make_wrapper(op, function, namespace, plain, below)
     _FUNCTIONS[namespace] = wrappers

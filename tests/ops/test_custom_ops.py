@@ -223,10 +223,11 @@ def test_a_backward_with_create_graph_is_recorded_and_equals_the_plain_one(name,
     inputs = leaves(args)
     out = getattr(cuda_ext_example, name)(*inputs)
     out = out if isinstance(out, torch.Tensor) else out[0]
-    # The output's gradient needs one too: a linear op's gradients depend on it alone.
+    # The output's gradient needs one too: a linear op's gradients depend on it alone (and
+    # are views of it, which need one wherever it does: the plain step takes it detached).
     grad = torch.randn_like(out).requires_grad_()
     wrt = [inputs[i] for i in tensors]
-    plain = torch.autograd.grad(out, wrt, grad, retain_graph=True)
+    plain = torch.autograd.grad(out, wrt, grad.detach(), retain_graph=True)
     recorded = torch.autograd.grad(out, wrt, grad, create_graph=True)
     assert not any(g.requires_grad for g in plain)
     assert all(g.requires_grad for g in recorded)
