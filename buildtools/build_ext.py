@@ -1,11 +1,13 @@
 """setuptools build_ext: NVRTC for the device code, zig for the host code and the link.
 
-- Device code: every declared op's kernel instances (ops/*/ops.toml, ops/*/rule.h over
-  csrc/elementwise_kernels.cuh) -> NVRTC 12.0 (the archs CUDA 12.0 knows) and 12.9 (the
-  newer archs and the PTX) -> one fatbin per op (buildtools/device_code.py), embedded by
-  an assembly file, with the generated op table cee_generated.h for the host code. CUDA 12
+- The declarations (ops/*/ops.toml) are read once (buildtools/declarations.py) and passed to
+  every step below.
+- Device code: every op's kernel instances -> NVRTC 12.0 (the archs CUDA 12.0 knows) and
+  12.9 (the newer archs and the PTX), each program compiled once per content (the device-code
+  cache) -> one fatbin per op and dtype (buildtools/device_code.py), embedded by an assembly
+  file, with the generated op table and host functions (buildtools/codegen.py). CUDA 12
   device code runs on every driver >= 525.
-- Host code: csrc/ops.cpp and csrc/custom_ops.cpp (torch ops), csrc/launch_shape_hooks.cpp
+- Host code: csrc/ops.cpp (the torch registrations), csrc/launch_shape_hooks.cpp
   (plain C functions for ctypes) and csrc/launcher.cpp (driver API), compiled by zig and
   linked against glibc 2.17 stubs with a static libc++: no libstdc++, no glibc newer than
   2.17, no CUDA runtime, so the result is really manylinux2014. No CPython header or symbol:
@@ -17,17 +19,19 @@ from __future__ import annotations
 
 import datetime
 import json
+import shutil
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 from setuptools.command.build_ext import build_ext
 
-from . import config, cross, device_code, nvrtc_fetch, ops, toolchain
+from . import codegen, config, cross, declarations, device_code, nvrtc, nvrtc_fetch, toolchain
 
 CSRC = config.ROOT / "csrc"
-HOST_SOURCES = ("ops.cpp", "custom_ops.cpp", "launch_shape_hooks.cpp", "launcher.cpp")
+HOST_SOURCES = ("ops.cpp", "launch_shape_hooks.cpp", "launcher.cpp")
 
 
 def _run(cmd: list[str]) -> None:
@@ -53,7 +57,7 @@ def zig_cxx(cfg: config.BuildConfig, generated: Path, arch: str | None = None) -
         "-target",
         cross.zig_target(target, cfg.glibc),
         "-O2",
-        "-std=c++17",
+        "-std=c++20",  # designated initializers in the generated op table
         *linux_only,
         # No absolute path of the checkout in the binary (__FILE__, symbols): the same
         # commit gives the same bytes wherever it is built.
@@ -62,10 +66,10 @@ def zig_cxx(cfg: config.BuildConfig, generated: Path, arch: str | None = None) -
         # wants one says fma(a, b, c) (csrc/element_math.h).
         "-ffp-contract=off",
         f"-I{CSRC}",
-        f"-I{ops.OPS_DIR}",  # the ops' rules (rule.h), shared with the device code
+        f"-I{declarations.OPS_DIR}",  # the ops' rules and hosts, shared with the device code
         f"-I{generated}",
         # cuda.h and cudaTypedefs.h (types only; nothing is linked from CUDA).
-        *include(device_code.pypi_path("cuda_runtime", "include"), "cuda/include"),
+        *include(nvrtc.pypi_path("cuda_runtime", "include"), "cuda/include"),
     ]
 
 
@@ -141,32 +145,33 @@ def build_time(dirty: bool) -> int:
     return int(time.time()) if dirty else config.source_date_epoch()
 
 
-def _launch_shapes_record(ew: ops.Elementwise) -> dict:
+def _launch_shapes_record(decl: declarations.Declarations) -> dict:
     return {
         # [access bytes, block, accesses per thread, load flavour] (launch_shapes.Shape)
-        "compiled": [[s.access, s.block, s.per_thread, s.load] for s in ew.vector_shapes],
-        "tables": {t.gpu: t.measured for t in ew.launch_shapes.tables},
+        "compiled": [[s.access, s.block, s.per_thread, s.load] for s in decl.vector_shapes],
+        "tables": {t.gpu: t.measured for t in decl.launch_shapes.tables},
     }
 
 
-def declared_record(cfg: config.BuildConfig, target: str) -> dict:
+def declared_record(
+    cfg: config.BuildConfig, target: str, decl: declarations.Declarations | None = None
+) -> dict:
     """The record's fields that pyproject.toml and ops/*/ops.toml decide for a build target
     ('x86_64', 'aarch64', 'win_amd64'): what a wheel's record must say (the release gates
     compare it with these)."""
+    decl = decl or declarations.load()
     compiler, compilers = device_code.compiler_names(device_code.targets_of(cfg))
-    ew = ops.elementwise()
     return {
         # make wheel ARCHS=...: a few SASS archs for the author's loop; the gates refuse it.
         "dev_build": cfg.dev_build,
-        "dtypes": [dtype.name for dtype in ew.dtypes],
+        "dtypes": [dtype.name for dtype in decl.dtypes],
         # The launch shapes compiled in, and the GPUs with a measured table
         # (tuning/launch_shapes.toml; doctor says which one this GPU takes).
-        "launch_shapes": _launch_shapes_record(ew),
-        # The Python side (wrappers, fakes, autograd, torch.func, doctor) is built from these.
-        "ops": [op.record() for op in ops.declared_ops()],
-        "custom_ops": [op.record() for op in device_code.every_op()[1]],
+        "launch_shapes": _launch_shapes_record(decl),
+        # Every op: the Python side (functions, autograd, torch.func, checks) is made from it.
+        "ops": [op.record() for op in decl.ops],
         # The device-code libraries in the launcher's order: one fatbin per op and dtype.
-        "device_libraries": device_code.libraries(*device_code.every_op()),
+        "device_libraries": decl.libraries,
         "device_compiler": compiler,
         # Which NVRTC made each target: {"sm_90": "NVRTC 12.0", "compute_120": "NVRTC 12.9"}.
         "device_compilers": compilers,
@@ -186,11 +191,13 @@ def declared_record(cfg: config.BuildConfig, target: str) -> dict:
     }
 
 
-def build_record(cfg: config.BuildConfig, code: device_code.DeviceCode) -> dict:
+def build_record(
+    cfg: config.BuildConfig, decl: declarations.Declarations, code: device_code.DeviceCode
+) -> dict:
     """What the wheel was built with; read by `doctor`, `inspect`, the gates and the tests."""
     commit, dirty = git_state()
     record = {"version": cfg.version, "git_commit": commit, "git_dirty": dirty}
-    record.update(declared_record(cfg, cross.target_arch()))
+    record.update(declared_record(cfg, cross.target_arch(), decl))
     # The compilers that ran (the gates check them against the declared ones).
     record["device_compiler"] = code.compiler
     record["device_compilers"] = code.compilers
@@ -200,14 +207,67 @@ def build_record(cfg: config.BuildConfig, code: device_code.DeviceCode) -> dict:
     return record
 
 
+def write_device_code(
+    out_dir: Path,
+    decl: declarations.Declarations,
+    targets: dict[str, str],
+    arch_summary: str,
+    compress: bool = False,
+) -> device_code.DeviceCode:
+    """Compiles the device code and writes what the host code is built from:
+    fatbin/<library>.fatbin, device_code.S (embeds them), cee_generated.h (the op table),
+    cee_op_hosts.h (the host functions), and source/<op>.cu (what NVRTC compiled, to read)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    code = device_code.compile_device_code(decl, targets, compress)
+    for folder in ("fatbin", "source"):  # no file of a library the ops no longer have
+        shutil.rmtree(out_dir / folder, ignore_errors=True)
+        (out_dir / folder).mkdir()
+    paths = {}
+    for name, fatbin in code.fatbins.items():
+        paths[name] = (out_dir / "fatbin" / f"{name}.fatbin").resolve()
+        paths[name].write_bytes(fatbin)
+    (out_dir / "device_code.S").write_text(codegen.fatbin_assembly(paths))
+    for op in decl.ops:
+        (out_dir / "source" / f"{op.name}.cu").write_text(device_code.kernel_source(decl, op))
+    cfg = config.load(dev_spec="")
+    kernels = device_code.instances(decl)
+    _write_if_changed(
+        out_dir / "cee_generated.h", codegen.op_table(decl, kernels, code, cfg, arch_summary)
+    )
+    _write_if_changed(out_dir / "cee_op_hosts.h", codegen.op_hosts(decl))
+    return code
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """An unchanged generated file keeps its time, so build caches see it unchanged."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def cost_table(decl: declarations.Declarations, code: device_code.DeviceCode) -> str:
+    """Per op: its device code's bytes (uncompressed, and compressed as in the wheel) and
+    the NVRTC seconds it took this build (0 where the cache had it)."""
+    rows = [f"{'op':<24} {'fatbin bytes':>12} {'compressed':>10} {'NVRTC s':>8}"]
+    total = [0, 0, 0.0]
+    for op in decl.ops:
+        libraries = [declarations.library_name(op.name, d) for d in op.dtypes]
+        raw = sum(len(code.fatbins[lib]) for lib in libraries)
+        packed = sum(len(zlib.compress(code.fatbins[lib], 6)) for lib in libraries)
+        took = sum(code.seconds.get(lib, 0.0) for lib in libraries)
+        rows.append(f"{op.name:<24} {raw:>12} {packed:>10} {took:>8.1f}")
+        total = [total[0] + raw, total[1] + packed, total[2] + took]
+    rows.append(f"{'total':<24} {total[0]:>12} {total[1]:>10} {total[2]:>8.1f}")
+    return "\n".join(rows)
+
+
 def build_step(name: str, func, *args):
     """Runs one step of the build. On failure the tool's own error (NVRTC's log, zig's
     "file:line: error") is the last thing printed, then one line naming the step, and
     no Python traceback under it (SystemExit: setuptools and build pass it through)."""
     try:
         return func(*args)
-    except (device_code.DeviceCodeError, nvrtc_fetch.FetchError, config.ConfigError) as exc:
-        # (ops.OpDeclarationError is a ConfigError: a bad ops.toml names its file and fix.)
+    except (nvrtc.DeviceCodeError, nvrtc_fetch.FetchError, config.ConfigError) as exc:
+        # (an OpDeclarationError is a ConfigError: a bad ops.toml names its file and fix.)
         print(str(exc).rstrip(), file=sys.stderr, flush=True)
     except subprocess.CalledProcessError:
         pass  # the tool printed its error itself
@@ -225,7 +285,7 @@ def write_op_references(folder: Path) -> None:
     (folder / "__init__.py").write_text(
         '"""The ops\' reference functions (ops/<rule>/reference.py), copied by the build."""\n'
     )
-    for source in sorted(ops.OPS_DIR.glob("*/reference.py")):
+    for source in sorted(declarations.OPS_DIR.glob("*/reference.py")):
         (folder / f"{source.parent.name}.py").write_bytes(source.read_bytes())
 
 
@@ -239,26 +299,26 @@ class ZigNvrtcBuildExt(build_ext):
     def build_extension(self, ext) -> None:
         cfg = build_step("configuration (pyproject.toml, ARCHS)", config.load)
         # A bad declaration is its own step's failure, named with its file and key.
-        build_step("op declarations (ops/*/ops.toml)", ops.declared_ops)
+        decl = build_step("op declarations (ops/*/ops.toml)", declarations.load)
         generated = Path(self.build_temp).resolve() / "device_code"
         out = Path(self.get_ext_fullpath(ext.name))
         out.parent.mkdir(parents=True, exist_ok=True)
 
-        targets = device_code.targets_of(cfg)
         code = build_step(
-            "device code (NVRTC: ops/*/rule.h over csrc/elementwise_kernels.cuh)",
-            device_code.write_device_code,
+            "device code (NVRTC: the ops' kernels, ops/*/)",
+            write_device_code,
             generated,
-            targets,
+            decl,
+            device_code.targets_of(cfg),
             cfg.arch_summary,
         )
-        sizes = ", ".join(f"{name} {len(fatbin)}" for name, fatbin in code.fatbins.items())
-        print(f"device code: {code.compiler}, {' '.join(code.targets)}; fatbin bytes: {sizes}")
+        print(f"device code: {code.compiler}, {' '.join(code.targets)}; the cost per op:")
+        print(cost_table(decl, code), flush=True)
         arch = cross.target_arch()
         build_step("host code and link (zig c++)", link_extension, cfg, generated, out, arch)
 
         record = out.parent / "_build_info.json"
-        record.write_text(json.dumps(build_record(cfg, code), indent=2) + "\n")
+        record.write_text(json.dumps(build_record(cfg, decl, code), indent=2) + "\n")
         write_op_references(out.parent / "op_references")
         if self.inplace:
             print(f"built {out} and {record}")

@@ -15,8 +15,8 @@ import argparse
 import subprocess
 from pathlib import Path
 
-from . import config, device_code, toolchain
-from .build_ext import CSRC, include, zig_cxx
+from . import config, declarations, nvrtc, toolchain
+from .build_ext import CSRC, include, write_device_code, zig_cxx
 
 
 def harness_targets(cfg: config.BuildConfig, sass_archs, ptx_arch) -> dict[str, str]:
@@ -33,7 +33,8 @@ def build_harness(out: Path, sass_archs, ptx_arch) -> Path:
     generated = out.parent / f"{out.name}.device_code"
     summary = " ".join(f"sm_{a}" for a in sass_archs)
     summary = f"SASS {summary or 'none'}; PTX {f'compute_{ptx_arch}' if ptx_arch else 'none'}"
-    device_code.write_device_code(generated, harness_targets(cfg, sass_archs, ptx_arch), summary)
+    targets = harness_targets(cfg, sass_archs, ptx_arch)
+    write_device_code(generated, declarations.load(), targets, summary)
     cmd = [
         *zig_cxx(cfg, generated),
         # torch's header-only 16-bit floats (csrc/host_float16.h); nothing of torch is linked
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         build_harness(args.out, args.sass, None if args.no_ptx else cfg.ptx_arch)
-    except (OSError, config.ConfigError, device_code.DeviceCodeError) as exc:
+    except (OSError, config.ConfigError, nvrtc.DeviceCodeError) as exc:
         # an arch NVRTC does not know (CPP_ARGS="--sass 999"), an output path that cannot be
         # made (CPP_OUT): what and why, without the compiler pool's traceback
         raise SystemExit(f"make cpp: {exc}") from None

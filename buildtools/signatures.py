@@ -12,14 +12,14 @@ own (cee_rule_<folder>), so helpers of two rules never collide.
 
 from __future__ import annotations
 
-from . import ops
+from .declarations import Argument, Op
 
 
-def _dtype_mask(op: ops.Op, core_dtypes: list[str]) -> int:
+def _dtype_mask(op: Op, core_dtypes: list[str]) -> int:
     return sum(1 << i for i, d in enumerate(core_dtypes) if d in op.dtypes)
 
 
-def _scalar_value(scalar: ops.Scalar, index: int) -> str:
+def _scalar_value(scalar: Argument, index: int) -> str:
     if scalar.type == "float":
         return f"(C)v.real[{index}]"
     if scalar.type == "int":
@@ -27,7 +27,7 @@ def _scalar_value(scalar: ops.Scalar, index: int) -> str:
     return f"v.integer[{index}] != 0"
 
 
-def _double_value(scalar: ops.Scalar, index: int) -> str:
+def _double_value(scalar: Argument, index: int) -> str:
     if scalar.type == "float":
         return f"v.real[{index}]"
     if scalar.type == "int":
@@ -35,7 +35,7 @@ def _double_value(scalar: ops.Scalar, index: int) -> str:
     return f"v.integer[{index}] != 0"
 
 
-def signature(op: ops.Op, core_dtypes: list[str]) -> str:
+def signature(op: Op, core_dtypes: list[str]) -> str:
     """The Signature struct of op's rule folder (C++, inside cee_rule_<folder>)."""
     n, m = len(op.inputs), len(op.outputs)
     mutated = sum(1 << k for k, name in enumerate(op.inputs) if name in op.mutates)
@@ -87,7 +87,7 @@ def signature(op: ops.Op, core_dtypes: list[str]) -> str:
     )
 
 
-def rules_source(declared: list[ops.Op], core_dtypes: list[str]) -> str:
+def rules_source(declared: list[Op], core_dtypes: list[str]) -> str:
     """Every rule folder's header, each in its own namespace, with its Signature: what
     both the device code and the host code include."""
     by_folder = {}
@@ -97,7 +97,7 @@ def rules_source(declared: list[ops.Op], core_dtypes: list[str]) -> str:
     for folder, op in sorted(by_folder.items()):
         parts += [
             f"namespace cee_rule_{folder} {{",
-            f'#include "{op.rule_header}"',
+            f'#include "{op.folder}/rule.h"',
             signature(op, core_dtypes),
             f"}}  // namespace cee_rule_{folder}",
         ]

@@ -91,8 +91,9 @@ struct LaunchArgs {
 // device's table's vector shape for this op and size, if every pointer is
 // aligned to its access; otherwise (an offset slice such as x[1:]) the simple
 // kernel, correct but not vectorized. `data`: the inputs' then the outputs'.
-inline int pick_slot(const OpInfo& op, int dtype, const void* const* data,
-                     bool strided, int64_t n, int device) {
+inline int pick_slot(const ElementwiseInfo& op, int dtype,
+                     const void* const* data, bool strided, int64_t n,
+                     int device) {
   if (strided) return kStridedSlot;
   if (!op.vectorized) return kSimpleSlot;
   int shape = forced_vector_shape().load(std::memory_order_relaxed);
@@ -106,7 +107,7 @@ inline int pick_slot(const OpInfo& op, int dtype, const void* const* data,
   const int access = cee_vector_shapes[shape].access_bytes;
   // A forced shape no table gives this op has no instance: the simple kernel.
   bool ok =
-      op.kernels[(kFirstVectorSlot + shape) * CEE_NUM_DTYPES + dtype] >= 0;
+      op.slots[(kFirstVectorSlot + shape) * CEE_NUM_DTYPES + dtype] >= 0;
   for (int k = 0; k < op.num_inputs + op.num_outputs; ++k)
     ok = ok && aligned_to(data[k], access);
   return ok ? kFirstVectorSlot + shape : kSimpleSlot;
@@ -137,14 +138,15 @@ inline int launch_elementwise(const OpInfo& op, int dtype,
                               int64_t n, int device, void* stream, char* err,
                               size_t err_len) {
   if (n == 0) return 0;
+  const ElementwiseInfo& e = *op.elementwise;
   const int slot =
-      pick_slot(op, dtype, data, args.strided != nullptr, n, device);
+      pick_slot(e, dtype, data, args.strided != nullptr, n, device);
   unsigned grid, block;
   launch_shape(slot, dtype, n, &grid, &block);
   long long count = n;
   void* with_geometry[] = {args.pointers, args.scalars, args.strided, &count};
   void* contiguous[] = {args.pointers, args.scalars, &count};
-  return cee_launch(op.kernels[slot * CEE_NUM_DTYPES + dtype], grid, block, 0,
+  return cee_launch(e.slots[slot * CEE_NUM_DTYPES + dtype], grid, block, 0,
                     args.strided ? with_geometry : contiguous, device, stream,
                     op.qualname, err, err_len);
 }

@@ -72,7 +72,7 @@ void check(CUresult status, const char* what) {
 }
 
 // The op's sample scalars (harness: defaults or declared examples).
-cee::ScalarValues sample_scalars(const cee::OpInfo& op) {
+cee::ScalarValues sample_scalars(const cee::ElementwiseInfo& op) {
   cee::ScalarValues values = {};
   for (int j = 0; j < op.num_scalars; ++j) {
     values.real[j] = op.scalar_samples[j];
@@ -86,10 +86,11 @@ cee::ScalarValues sample_scalars(const cee::OpInfo& op) {
 template <typename T>
 bool matches(const cee::OpInfo& op, int dtype, const T& got, const T& want) {
   if (std::memcmp(&got, &want, sizeof(T)) == 0) return true;
-  if (!op.tolerance) return false;
+  const double(*tolerance)[2] = op.elementwise->tolerance;
+  if (!tolerance) return false;
   const double g = static_cast<double>(got), w = static_cast<double>(want);
   if (g != g && w != w) return true;
-  const double rtol = op.tolerance[dtype][0], atol = op.tolerance[dtype][1];
+  const double rtol = tolerance[dtype][0], atol = tolerance[dtype][1];
   return std::fabs(g - w) <= atol + rtol * std::fabs(w);
 }
 
@@ -121,7 +122,7 @@ int64_t run_case(const cee::OpInfo& op, int dtype, const char* name, int64_t n,
     check(driver.htod(dout[j], poison.data(), bytes), "cuMemcpyHtoD");
     data[N + j] = pointers.out[j] = (T*)(dout[j] + offset * sizeof(T));
   }
-  const cee::ScalarValues values = sample_scalars(op);
+  const cee::ScalarValues values = sample_scalars(*op.elementwise);
   typename Sig::template Scalars<C> scalars = Sig::template scalars<C>(values);
   const cee::LaunchArgs args = {&pointers, &scalars, nullptr};
   char err[1024] = {0};
@@ -208,8 +209,8 @@ int64_t check_libraries(const cee::OpInfo& op, bool* used, bool one) {
   const int slots = cee::kFirstVectorSlot + CEE_NUM_VECTOR_SHAPES;
   for (int i = 0; i < slots * CEE_NUM_DTYPES; ++i) {
     const bool ran = !one || i % CEE_NUM_DTYPES == CEE_DTYPE_FLOAT32;
-    if (ran && op.kernels[i] >= 0)
-      used[cee_kernel_libraries[op.kernels[i]]] = true;
+    const int kernel = op.elementwise->slots[i];
+    if (ran && kernel >= 0) used[cee_kernel_libraries[kernel]] = true;
   }
   int64_t wrong = 0;
   for (int i = 0; i < cee_num_libraries(); ++i) {
@@ -290,10 +291,10 @@ int main(int argc, char** argv) {
   if (one) sizes = {std::atoll(argv[1])};
   int64_t wrong = 0;
   bool used[CEE_NUM_LIBRARIES] = {};
-#define CEE_RUN_OP(name, signature, schema)                   \
+#define CEE_RUN_OP(name, signature)                           \
   wrong += run_op<signature>(cee_op_##name, rng, sizes, one); \
   wrong += check_libraries(cee_op_##name, used, one);
-  CEE_FOR_EACH_OP(CEE_RUN_OP)
+  CEE_FOR_EACH_ELEMENTWISE_OP(CEE_RUN_OP)
 #undef CEE_RUN_OP
   const bool resident = resident_blocks_work();
   if (!resident) std::printf("cee_resident_blocks: wrong answers\n");

@@ -73,8 +73,7 @@ inline int dtype_index(ScalarType t) {
 }
 
 inline bool op_has_dtype(const cee::OpInfo& op, int dtype) {
-  return dtype >= 0 &&
-         op.kernels[dtype] >= 0;  // slot 0: every op has a simple kernel
+  return dtype >= 0 && ((op.dtypes >> dtype) & 1u);
 }
 
 // "torch.float32, torch.bfloat16": the dtypes of `mask` (bit d: the core's
@@ -93,10 +92,7 @@ inline std::string dtype_names(unsigned mask) {
 }
 
 inline std::string supported_dtypes(const cee::OpInfo& op) {
-  unsigned mask = 0;
-  for (int d = 0; d < CEE_NUM_DTYPES; ++d)
-    if (op_has_dtype(op, d)) mask |= 1u << d;
-  return dtype_names(mask);
+  return dtype_names(op.dtypes);
 }
 
 // A call's output shape: the inputs' shapes broadcast as torch's elementwise
@@ -141,13 +137,14 @@ inline bool same_view(const Tensor& a, const Tensor& b) {
   return true;
 }
 
-// The one set of input rules for every op, said in the op's own input names:
-// the C++ Meta kernel runs them too, so torch.compile and FakeTensorMode get
-// the same errors. Returns the core's dtype index; the output shape in `shape`.
-// `fake`: the Meta kernel's call (fake tensors have no memory to compare).
+// The input rules of every elementwise op, said in the op's own input names:
+// its meta kernel runs them too, so torch.compile and FakeTensorMode get the
+// same errors. Returns the core's dtype index; the output shape in `shape`.
+// `fake`: the meta kernel's call (fake tensors have no memory to compare).
 template <int N>
-int check_inputs(const cee::OpInfo& op, const Tensor (&in)[N], Shape* shape,
+int check_inputs(const cee::OpInfo& info, const Tensor (&in)[N], Shape* shape,
                  bool fake) {
+  const cee::ElementwiseInfo& op = *info.elementwise;
   const char* both = N == 2 ? "both" : "all";
   const std::string first = op.inputs[0];
   for (int k = 0; k < N; ++k)
@@ -166,9 +163,9 @@ int check_inputs(const cee::OpInfo& op, const Tensor (&in)[N], Shape* shape,
            dtype_name(in[0].scalar_type()) + " and " + op.inputs[k] + " " +
            dtype_name(in[k].scalar_type()));
   const int dtype = dtype_index(in[0].scalar_type());
-  if (!op_has_dtype(op, dtype))
+  if (!op_has_dtype(info, dtype))
     fail("unsupported dtype " + dtype_name(in[0].scalar_type()) +
-         "; supported: " + supported_dtypes(op));
+         "; supported: " + supported_dtypes(info));
   // Broadcasting: sizes aligned from the last dimension; 1 stretches.
   shape->ndim = 0;
   for (int k = 0; k < N; ++k)

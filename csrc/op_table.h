@@ -1,5 +1,5 @@
 // The types of the generated op table (cee_generated.h, written by
-// buildtools/device_code.py from ops/*/ops.toml and pyproject.toml): what the
+// buildtools/codegen.py from ops/*/ops.toml and pyproject.toml): what the
 // host code knows of each op.
 #pragma once
 
@@ -38,15 +38,26 @@ struct LaunchTable {
 // int and bool).
 enum ScalarKind { kScalarFloat = 0, kScalarInt = 1, kScalarBool = 2 };
 
-// The kernel slots of an op and dtype (buildtools/ops.py SIMPLE, STRIDED,
-// FIRST_VECTOR): the simple kernel, the strided one, then vector shape i at
+// The kernel slots of an elementwise op and dtype (buildtools/codegen.py):
+// the simple kernel, the strided one, then vector shape i at
 // kFirstVectorSlot + i.
 enum { kSimpleSlot = 0, kStridedSlot = 1, kFirstVectorSlot = 2 };
 
-// One declared op.
-struct OpInfo {
-  const char* name;           // "my_add"
-  const char* qualname;       // "cuda_ext_example.my_add": how errors name it
+// One kernel instance of an op: its template's name (the op's own, in its
+// kernels.cuh, or one of the core's elementwise templates), the dtype (the
+// core's index), the values of the template's parameters after the dtype as
+// ops.toml lists them (a bool as 0 or 1), and the launcher's kernel index.
+struct KernelInstance {
+  const char* name;
+  int dtype;
+  int num_values;
+  int values[4];
+  int index;
+};
+
+// What the core's elementwise host function reads of an op whose kernels are
+// the core's over its rule (csrc/elementwise_host.h).
+struct ElementwiseInfo {
   const char* const* inputs;  // the schema's names of the tensor inputs
   int num_inputs;
   int num_outputs;
@@ -62,29 +73,19 @@ struct OpInfo {
   bool vectorized;
   // Its index among the ops with launch-shape lists of their own, or -1.
   int own_shapes;
-  // kernels[slot * CEE_NUM_DTYPES + dtype]: the launcher's kernel index, -1
-  // where the op has no such dtype.
-  const int* kernels;
+  // slots[slot * CEE_NUM_DTYPES + dtype]: the launcher's kernel index, -1
+  // where the op has no such dtype or shape.
+  const int* slots;
 };
 
-// One kernel instance of an op that is not elementwise (kind = "custom"):
-// its template's name in kernels.cuh, the dtype (the core's index) and the
-// values of the template's other parameters, as ops.toml lists them.
-struct CustomKernel {
-  const char* name;  // "rms_norm_forward"
-  int dtype;
-  int num_values;
-  int values[4];
-  int index;  // the launcher's kernel index
-};
-
-// One declared custom op: what its host function's launches look up.
-struct CustomOpInfo {
-  const char* name;
-  const char* qualname;
-  const CustomKernel* kernels;
+// One declared op, whoever wrote its host function.
+struct OpInfo {
+  const char* name;      // "my_add"
+  const char* qualname;  // "cuda_ext_example.my_add": how errors name it
+  unsigned dtypes;       // bit d: the core's dtype d
+  const KernelInstance* kernels;
   int num_kernels;
-  unsigned dtypes;  // bit d: the core's dtype d
+  const ElementwiseInfo* elementwise;  // nullptr: the op has its own host.h
 };
 
 }  // namespace cee

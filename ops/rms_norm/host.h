@@ -89,10 +89,10 @@ inline Tensor rms_norm_forward(Tensor x, Tensor weight, double eps) {
   const Tensor ws = cee::as_rows(weight, &rows[1]);
   Tensor y = cee::new_empty_like(x);
   if (rows[0].rows == 0 || rows[0].cols == 0) return y;
-  const void* data[] = {xs.const_data_ptr(), ws.const_data_ptr(),
-                        y.const_data_ptr()};
   visit_dtype(dtype, [&](auto tag) {
     typedef decltype(tag) T;
+    const void* data[] = {xs.const_data_ptr(), ws.const_data_ptr(),
+                          y.const_data_ptr()};
     const T* xp = static_cast<const T*>(data[0]);
     const T* wp = static_cast<const T*>(data[1]);
     T* yp = static_cast<T*>(y.mutable_data_ptr());

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
-from buildtools import device_code
-from cuda_ext_example.ops import register_python_parts
+from buildtools import codegen, config, declarations, device_code, nvrtc
+from cuda_ext_example.ops import register
 
 NAMESPACE = "cuda_ext_example_jit"
 _registered = False
@@ -67,38 +67,38 @@ def _nvrtc() -> tuple[Path, list[Path]]:
 
 
 def write_device_image(lib: Path, includes: list[Path], out: Path) -> str:
-    """NVRTC -> one cubin per library (op) for this GPU; writes cee_generated.h and
-    device_image.cpp (each cubin as the launcher's cee_fatbin_<library>)."""
-    nvrtc = device_code.Nvrtc(lib)
+    """NVRTC -> one cubin per library (op and dtype) for this GPU; writes cee_generated.h,
+    cee_op_hosts.h and device_image.cpp (each cubin as the launcher's cee_fatbin_<library>)."""
+    compiler = nvrtc.Nvrtc(lib)
     major, minor = torch.cuda.get_device_capability()
     target = f"sm_{major}{minor}"
-    version = "{}.{}".format(*nvrtc.version())
-    compiler = f"NVRTC {version}"
-    images, lowered = device_code.compile_kernels(
-        {target: device_code.Compiler(version, nvrtc, tuple(includes))}
+    version = "{}.{}".format(*compiler.version())
+    name = f"NVRTC {version}"
+    decl = declarations.load()
+    images, lowered, _ = device_code.compile_kernels(
+        decl, {target: nvrtc.Compiler(version, compiler, tuple(includes))}
     )
-    cubins = {library: per_target[target] for library, per_target in images.items()}
-    code = device_code.DeviceCode(cubins, lowered, compiler, [target])
+    cubins = {library: images[library][target] for library in decl.libraries}
+    code = device_code.DeviceCode(cubins, lowered, name, [target])
     out.mkdir(parents=True, exist_ok=True)
-    cfg = device_code.config.load(dev_spec="")
-    header = device_code.generated_header(code, f"JIT SASS {target} from {lib}", cfg)
-    (out / "cee_generated.h").write_text(header)
-    hosts, hosts_file = (
-        device_code.custom_hosts_source(device_code.every_op()[1]),
-        out / "cee_custom_hosts.h",
-    )
-    if not hosts_file.exists() or hosts_file.read_text() != hosts:
-        hosts_file.write_text(hosts)
+    cfg = config.load(dev_spec="")
+    kernels = device_code.instances(decl)
+    summary = f"JIT SASS {target} from {lib}"
+    # Rewritten only when they change, so torch's build cache sees unchanged files.
+    _write_if_changed(out / "cee_generated.h", codegen.op_table(decl, kernels, code, cfg, summary))
+    _write_if_changed(out / "cee_op_hosts.h", codegen.op_hosts(decl))
     text = "".join(
-        f'extern "C" alignas(8) const unsigned char {device_code.FATBIN_SYMBOL.format(name)}[] '
+        f'extern "C" alignas(8) const unsigned char {codegen.FATBIN_SYMBOL.format(library)}[] '
         f"= {{{','.join(str(b) for b in cubin)}}};\n"
-        for name, cubin in cubins.items()
+        for library, cubin in cubins.items()
     )
-    # Rewritten only when it changes, so torch's build cache sees an unchanged file.
-    image = out / "device_image.cpp"
-    if not image.exists() or image.read_text() != text:
-        image.write_text(text)
-    return f"{compiler} ({lib}), {target}, {len(cubins)} libraries"
+    _write_if_changed(out / "device_image.cpp", text)
+    return f"{name} ({lib}), {target}, {len(cubins)} libraries"
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
 
 
 def load(source_dir: str | os.PathLike | None = None, verbose: bool = False):
@@ -121,27 +121,27 @@ def load(source_dir: str | os.PathLike | None = None, verbose: bool = False):
     if verbose:
         print(f"device code: {compiled}")
     cuda_include = next(d for d in includes if (d / "cuda.h").exists())
-    cfg = device_code.config.load()
+    cfg = config.load()
     cpp_extension.load(
         name=NAMESPACE,
         sources=[
             str(p)
             for p in (
                 src / "ops.cpp",
-                src / "custom_ops.cpp",
                 src / "launcher.cpp",
                 generated / "device_image.cpp",
             )
         ],
         extra_cflags=[
             "-O2",
+            "-std=c++20",  # designated initializers in the generated op table
             "-ffp-contract=off",  # as the wheel's host code: fma only where a rule says so
             f"-DCEE_NAMESPACE={NAMESPACE}",
             f"-DTORCH_TARGET_VERSION={cfg.torch_target_hex}",
         ],
         extra_include_paths=[
             str(src),
-            str(device_code.ops.OPS_DIR),
+            str(declarations.OPS_DIR),
             str(generated),
             str(cuda_include),
         ],
@@ -152,6 +152,6 @@ def load(source_dir: str | os.PathLike | None = None, verbose: bool = False):
     if not _registered:
         # The wheel's declarations (the build record) name the ops; the JIT build must be
         # of the same declarations (a new op needs `make install` first).
-        register_python_parts(NAMESPACE)
+        register(NAMESPACE)
         _registered = True
     return getattr(torch.ops, NAMESPACE)

@@ -38,7 +38,7 @@ from buildtools.launch_shapes import (
     Shape,
     load,
 )
-from buildtools.ops import DTYPES
+from buildtools.declarations import DTYPES
 
 # Every carried shape adds about 20 kernels to the wheel (an evict-first twin of a shape counts
 # as one more shape); eight cover the measured GPUs within a fraction of a percent.

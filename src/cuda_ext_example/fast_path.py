@@ -1,17 +1,16 @@
 """The one module that touches torch's private API, each name with a public fallback.
 
 What it buys: the commonest call (plain tensors, no autograd graph, no mode, no trace, no
-torch.func transform) goes to the op's no-grad twin (the same kernels registered under a
-second name with no autograd kernel; a custom op, which has none, passes the public op
-below autograd instead, and its autograd.Function for a call that needs a gradient): one
-dispatcher pass instead of two around the Python autograd kernel, a few microseconds per
-call that launch-bound callers notice (the benchmark's host-time table measures both
-routes). Only torch's private checks can tell such a call apart, so they live here.
+torch.func transform) goes straight below the op's Python autograd kernel (the public op
+with autograd's dispatch keys excluded), and a plain training call straight to the op's
+training Function: a dispatcher pass and a Python frame less each, microseconds per call
+that launch-bound callers notice. Only torch's private checks can tell such a call apart,
+so they live here.
 
 Every name is looked up once, at import. Where this torch lacks one, PRIVATE is None and
-every call takes the public route: the public op, the twin to dispatch below autograd, and
-no torch.func check (the Python function then takes the autograd.Function, which torch.func
-handles itself). tests/ops/test_torch_integration.py runs both routes on the installed torch.
+every call takes the public route: the op's autograd.Function (torch.library's
+register_autograd for the public op), which torch.func handles itself.
+tests/ops/test_torch_integration.py runs both routes on the installed torch.
 """
 
 from __future__ import annotations
@@ -55,12 +54,12 @@ def raw_op(overload) -> Callable:
     return getattr(overload, "_op", overload)
 
 
-def below_autograd(twin, overload, private: SimpleNamespace | None = PRIVATE) -> Callable:
+def below_autograd(overload, private: SimpleNamespace | None = PRIVATE) -> Callable | None:
     """A call of the op below its autograd kernel: the public op with autograd's dispatch
-    keys excluded (torch.export and AOTAutograd record the public op), or the twin, which
-    has no autograd kernel, where that exclusion is private and missing."""
+    keys excluded (torch.export and AOTAutograd record the public op); None where that
+    exclusion is private and missing."""
     if private is None:
-        return twin
+        return None
     exclude = private.below_autograd
     op = raw_op(overload)
 
@@ -71,21 +70,21 @@ def below_autograd(twin, overload, private: SimpleNamespace | None = PRIVATE) ->
     return call
 
 
-def plain_call_to_twin(
+def route(
     overload,
-    twin,
+    below: Callable | None,
     transformed_call: Callable,
+    grad_call: Callable,
+    tensors: int,
     private: SimpleNamespace | None = PRIVATE,
-    tensors: int | None = None,
-    grad_call: Callable | None = None,
-) -> Callable | None:
-    """The wrapper's call for the op: the twin for a plain no-grad call outside every mode
-    and trace, `grad_call` (default: the public op) for such a call that builds an autograd
-    graph, `transformed_call` under torch.func, the public op otherwise. None without the
-    private checks (the caller then takes the public route). The first `tensors` arguments
-    are the op's tensors (None: all), the rest its scalars."""
-    if private is None or twin is None:
-        return None
+) -> Callable:
+    """The Python function's call of the op: `below` for a plain no-grad call outside every
+    mode and trace, `grad_call` for such a call that builds an autograd graph,
+    `transformed_call` under torch.func, the public op otherwise. Without the private
+    checks, `transformed_call` for every call (torch.func handles an autograd.Function
+    itself). The first `tensors` arguments are the op's tensors, the rest its scalars."""
+    if private is None or below is None:
+        return transformed_call
     is_dynamo_compiling = torch.compiler.is_dynamo_compiling  # public, and cheapest first
     forward_ad, functorch = private.forward_ad, private.transforms_active
     dispatch_modes, function_modes, tracing = (
@@ -94,13 +93,11 @@ def plain_call_to_twin(
         private.tracing,
     )
     grad_enabled = torch.is_grad_enabled
-    twin = raw_op(twin)
-    with_grad = overload if grad_call is None else grad_call
     # A Parameter is a plain tensor to the dispatcher (its torch_function is off).
     plain = (torch.Tensor, torch.nn.Parameter)
 
     def call(*args):
-        inputs = args if tensors is None else args[:tensors]
+        inputs = args[:tensors]
         if is_dynamo_compiling():  # dynamo records the public op and traces nothing below
             return overload(*args)
         if forward_ad._current_level >= 0 or functorch():
@@ -113,7 +110,7 @@ def plain_call_to_twin(
         if grad_enabled():
             for a in inputs:
                 if a.requires_grad:
-                    return with_grad(*args)
-        return twin(*args)
+                    return grad_call(*args)
+        return below(*args)
 
     return call

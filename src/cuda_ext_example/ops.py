@@ -1,16 +1,16 @@
-"""Python face of the declared ops, made from their declarations (ops/*/ops.toml, which the
-build writes into the build record): typed wrappers, autograd, and the torch.func rules
-(vmap batching, forward-mode AD).
+"""The Python face of every declared op, made from its declaration in the build record: its
+Python function (with the op's real signature), autograd (from its backward: declared, or
+derived by the build from [derivatives]), forward-mode AD (from [derivatives]) and a vmap
+rule for the ops that broadcast.
 
-The ops themselves (schema, CPU and CUDA kernels, input checks) are registered by the
-compiled extension through the LibTorch stable ABI. Nothing here names an op: a new
-declaration gets all of it.
+The ops themselves (schema, CPU, CUDA and meta kernels, every input check) are registered by
+the compiled library through the LibTorch stable ABI. Nothing here names an op.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
-import inspect
 from collections.abc import Callable
 
 import torch
@@ -21,33 +21,25 @@ from .torch_errors import raise_torch_error
 
 NAMESPACE = "cuda_ext_example"
 _RECORD = load_build_info() or {}
-# name -> what ops.toml declares: inputs, scalars, outputs, reference, derivatives, ...
+# name -> what its ops.toml declares: arguments, outputs, reference, backward, samples, ...
 DECLARATIONS: dict[str, dict] = {op["name"]: op for op in _RECORD.get("ops", [])}
-# Every op: the elementwise ones, then those that are not (custom_ops.py), each sorted.
-OP_NAMES = tuple(DECLARATIONS) + tuple(op["name"] for op in _RECORD.get("custom_ops", []))
-
-# The dtypes of pyproject.toml's elementwise core, which the build writes into the record.
+OP_NAMES = tuple(DECLARATIONS)
+# The dtypes of pyproject.toml's core, which the build writes into the record.
 SUPPORTED_DTYPES = tuple(getattr(torch, name) for name in _RECORD.get("dtypes", []))
 
 
-def _tensor_count(op: dict) -> int:
-    return len(op["inputs"])
+def tensor_names(op: dict) -> list[str]:
+    return [a["name"] for a in op["arguments"] if a["type"] == "Tensor"]
 
 
-def _python_signature(op: dict) -> inspect.Signature:
-    """The op's Python signature: its tensors, then its scalars with their defaults."""
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    tensors = [inspect.Parameter(x, kind) for x in op["inputs"]]
-    scalars = [
-        inspect.Parameter(s["name"], kind, default=s["default"])
-        if s["default"] is not None
-        else inspect.Parameter(s["name"], kind)
-        for s in op["scalars"]
-    ]
-    return inspect.Signature(tensors + scalars)
+def argument_names(op: dict) -> list[str]:
+    return [a["name"] for a in op["arguments"]]
 
+
+# ------------------------------------------------------------------- the function
 
 SCALAR_TYPES = {"float": (float, int), "int": (int,), "bool": (bool,)}
+NUMBERS = (int, float, bool)
 
 
 def wrong_type(qualname: str, name: str, kind: str, value, also: str = "") -> TypeError | None:
@@ -64,36 +56,33 @@ def wrong_type(qualname: str, name: str, kind: str, value, also: str = "") -> Ty
     return TypeError(f"{qualname}: {name} must be {wanted}, got {type(value).__name__}")
 
 
-def _check_types(op: dict, args: tuple, namespace: str = NAMESPACE) -> None:
-    """A TypeError naming the first argument of the wrong type (the dispatcher's own
-    message names none of the op's arguments)."""
+def _explain(op: dict, namespace: str, error: BaseException, args: tuple) -> None:
+    """Raises what a failed call really was: the first argument of the wrong type (the
+    dispatcher's own message names none of the op's arguments), or torch's own exception
+    for a torch call that failed inside the op; else returns (the caller re-raises)."""
     qualname = f"{namespace}.{op['name']}"
-    count = _tensor_count(op)
-    for name, value in zip(op["inputs"], args[:count], strict=False):
-        also = " or a Python number" if name in op["numbers"] else ""
-        error = wrong_type(qualname, name, "Tensor", value, also)
-        if error:
-            raise error
-    for scalar, value in zip(op["scalars"], args[count:], strict=False):
-        error = wrong_type(qualname, scalar["name"], scalar["type"], value)
-        if error:
-            raise error
+    for argument, value in zip(op["arguments"], args, strict=False):
+        also = " or a Python number" if argument["number"] else ""
+        problem = wrong_type(qualname, argument["name"], argument["type"], value, also)
+        if problem:
+            raise problem from None
+    raise_torch_error(error, args)
 
 
-def _numbers_to_tensors(op: dict, args: list, namespace: str) -> None:
+def numbers_to_tensors(op: dict, args: tuple, namespace: str = NAMESPACE) -> tuple:
     """Python numbers where the declaration allows them become 0-dim tensors of the
     tensors' dtype and device (the strided kernel reads them with stride 0: nothing is
     expanded). A float for integer tensors is refused: torch would promote the result."""
-    like = next((a for a in args[: _tensor_count(op)] if isinstance(a, torch.Tensor)), None)
-    for k, name in enumerate(op["inputs"]):
-        value = args[k]
-        if name not in op["numbers"] or isinstance(value, torch.Tensor):
-            continue
-        if not isinstance(value, (int, float)):
-            continue  # _check_types names it
-        qualname = f"{namespace}.{op['name']}"
+    qualname = f"{namespace}.{op['name']}"
+    tensors = op["arguments"][: len(tensor_names(op))]
+    like = next((a for a in args[: len(tensors)] if isinstance(a, torch.Tensor)), None)
+    out = list(args)
+    for k, argument in enumerate(tensors):
+        value, name = args[k], argument["name"]
+        if not argument["number"] or not isinstance(value, NUMBERS):
+            continue  # a tensor, or what _explain names
         if like is None:
-            raise TypeError(f"{qualname}: at least one of {op['inputs']} must be a tensor")
+            raise TypeError(f"{qualname}: at least one of {tensor_names(op)} must be a tensor")
         if isinstance(value, float) and not like.dtype.is_floating_point:
             raise TypeError(
                 f"{qualname}: {name}={value} is a float and the tensors are {like.dtype}; "
@@ -110,107 +99,53 @@ def _numbers_to_tensors(op: dict, args: list, namespace: str) -> None:
                 f"would compute with it in float32; pass a tensor (torch.tensor({value}, "
                 f"dtype={like.dtype}) rounds it first)"
             )
-        args[k] = number.to(like.device, non_blocking=True)
+        out[k] = number.to(like.device, non_blocking=True)
+    return tuple(out)
 
 
-def overloads(op: dict, namespace: str = NAMESPACE) -> tuple:
-    """(the public op, its no-grad twin) as torch.ops overloads: the same kernels, the
-    twin registered without an autograd kernel (csrc/ops.cpp)."""
-    ops = getattr(torch.ops, namespace)
-    return getattr(ops, op["name"]).default, getattr(ops, op["no_grad_twin"]).default
-
-
-def make_wrapper(op: dict, namespace: str = NAMESPACE, function=None, private=fast_path.PRIVATE):
-    """The Python function for torch.ops.<namespace>.<op>.
-
-    A plain call that builds no autograd graph takes the op's no-grad twin where torch's
-    private checks can tell it apart (fast_path.py); every other call takes the public op,
-    so that autograd, tracing (torch.compile, torch.export, make_fx), modes and tensor
-    subclasses see it; torch.func transforms and forward-mode AD take `function` (the op's
-    autograd.Function, applied here, above the dispatcher, where torch.func handles it).
-    The argument types are checked only when the call fails: the dispatcher checks them.
-    """
-    overload, twin = overloads(op, namespace)
-    transformed = function.apply if function is not None else overload
-    tensors = _tensor_count(op)
-    call = fast_path.plain_call_to_twin(overload, twin, transformed, private, tensors)
-    if call is None:  # the public route: torch.func handles an autograd.Function itself
-        call = transformed
-    signature = _python_signature(op)
-    plain = len(op["scalars"]) == 0 and not op["numbers"]
-
-    def wrapper(*args, **kwargs):
-        if not plain or kwargs or len(args) != tensors:
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            args = list(bound.args)
-            if op["numbers"]:
-                _numbers_to_tensors(op, args, namespace)
-        try:
-            return call(*args)
-        except (AttributeError, RuntimeError, TypeError) as error:
-            _check_types(op, tuple(args), namespace)
-            raise_torch_error(error, tuple(args))
-            raise
-
-    wrapper.__signature__ = signature
-    wrapper.__name__ = wrapper.__qualname__ = op["name"]
-    wrapper.__doc__ = f"{op['name']}{signature}\n\n{op['doc']}"
-    return wrapper
+def make_python_function(op: dict, call: Callable, namespace: str = NAMESPACE) -> Callable:
+    """The op's Python function, made once with its real signature (the schema's names and
+    defaults), so that a call binds its arguments as any Python function does: `call` takes
+    them all, positionally. Python numbers become tensors where the op allows them; a call
+    that fails is explained (_explain)."""
+    params = []
+    for a in op["arguments"]:
+        params.append(a["name"] if a["default"] is None else f"{a['name']}={a['default']!r}")
+    names = ", ".join(argument_names(op))
+    numbers = [a["name"] for a in op["arguments"] if a["number"]]
+    convert = ""
+    if numbers:
+        test = " or ".join(f"type({n}) in _numbers" for n in numbers)
+        convert = f"    if {test}:\n        {names}, = _to_tensors(({names},))\n"
+    source = (
+        f"def {op['name']}({', '.join(params)}):\n"
+        f"{convert}"
+        f"    try:\n"
+        f"        return _call({names})\n"
+        f"    except (AttributeError, RuntimeError, TypeError) as error:\n"
+        f"        _explain(error, ({names},))\n"
+        f"        raise\n"
+    )
+    scope = {
+        "_call": call,
+        "_numbers": frozenset(NUMBERS),
+        "_to_tensors": lambda args: numbers_to_tensors(op, args, namespace),
+        "_explain": lambda error, args: _explain(op, namespace, error, args),
+        "inf": float("inf"),  # a default's repr
+    }
+    exec(compile(source, f"<{namespace}.{op['name']}>", "exec"), scope)  # noqa: S102 - ours
+    function = scope[op["name"]]
+    function.__doc__ = f"{op['name']}{op['schema'][len(op['name']) :]}\n\n{op['doc']}"
+    function.__module__ = __package__
+    return function
 
 
 # ------------------------------------------------------- autograd and torch.func
 
 
-def python_scope(op: dict) -> dict:
-    """What an op's Python expressions (reference, derivatives) see: torch, and the
-    functions of its folder's reference.py (installed as op_references.<folder>)."""
-    scope = {"torch": torch}
-    try:
-        module = importlib.import_module(f"{__package__}.op_references.{op['folder']}")
-    except ModuleNotFoundError:
-        return scope
-    scope.update({k: v for k, v in vars(module).items() if not k.startswith("_")})
-    return scope
-
-
-class _Derivatives:
-    """The declared partial derivatives d(out)/d(input), Python expressions of the
-    arguments evaluated with torch ops (so they are differentiable again: hessians work)."""
-
-    def __init__(self, op: dict):
-        self.inputs = op["inputs"]
-        self.scalars = [s["name"] for s in op["scalars"]]
-        self.scope = python_scope(op)
-        source = f"ops/{op['folder']}/ops.toml [derivatives]"
-        self.code = {
-            name: compile(expr, f"{source} {name}", "eval")
-            for name, expr in (op["derivatives"] or {}).items()
-        }
-
-    def partials(self, values: tuple[torch.Tensor, ...], scalars: tuple) -> list:
-        scope = {
-            **self.scope,
-            **dict(zip(self.inputs, values, strict=True)),
-            **dict(zip(self.scalars, scalars, strict=True)),
-        }
-        return [eval(self.code[name], scope) for name in self.inputs]  # noqa: S307 - ours
-
-    def input_grads(self, ctx, grad: torch.Tensor) -> tuple:
-        """backward: grad * d(out)/d(input) for each input that needs it, summed over
-        the dimensions it was broadcast along; None for the scalars."""
-        partials = self.partials(ctx.saved_tensors, ctx.scalars)
-        grads = tuple(
-            _unbroadcast(_times(grad, p), value.shape) if needed else None
-            for p, needed, value in zip(
-                partials, ctx.needs_input_grad, ctx.saved_tensors, strict=False
-            )
-        )
-        return grads + (None,) * len(self.scalars)
-
-
-def _unbroadcast(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+def unbroadcast(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """grad summed back to an input's shape, where the op broadcast the input."""
+    shape = like.shape
     if grad.shape == shape:
         return grad
     extra = grad.dim() - len(shape)
@@ -221,84 +156,203 @@ def _unbroadcast(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return summed.reshape(shape)
 
 
-def _times(value, partial):
-    """value * partial, skipping the multiplication by a constant 1 (add's derivatives)."""
-    if isinstance(partial, (int, float)) and partial == 1:
-        return value
-    return value * partial
+def tangent_sum(*terms):
+    """The sum of the tangents' terms that are there (a None tangent has no term)."""
+    present = [t for t in terms if t is not None]
+    total = present[0]
+    for term in present[1:]:
+        total = total + term
+    return total
 
 
-def make_function(op: dict, below_autograd) -> type[torch.autograd.Function]:
-    """The op as an autograd.Function: backward and jvp from the declared derivatives, a
-    vmap rule generated by torch (the forward calls the op, which has a batching rule)."""
-    derivatives = _Derivatives(op)
-    count = _tensor_count(op)
+def python_scope(op: dict) -> dict:
+    """What an op's expressions (reference, backward, jvp) see besides its arguments:
+    torch, the core's helpers and its folder's reference.py functions (installed as
+    op_references.<folder>)."""
+    scope = {"torch": torch, "unbroadcast": unbroadcast, "tangent_sum": tangent_sum}
+    try:
+        module = importlib.import_module(f"{__package__}.op_references.{op['folder']}")
+    except ModuleNotFoundError:
+        return scope
+    scope.update({k: v for k, v in vars(module).items() if not k.startswith("_")})
+    return scope
+
+
+def _names_in(expression: str) -> set[str]:
+    return {n.id for n in ast.walk(ast.parse(expression, mode="eval")) if isinstance(n, ast.Name)}
+
+
+def _results(op: dict, prefix: str) -> list[str]:
+    n = len(op["outputs"])
+    return [prefix] if n == 1 else [f"{prefix}{j}" for j in range(n)]
+
+
+class Autograd:
+    """An op's backward (an expression of its arguments, its outputs `out`/`out0`.. and their
+    gradients `grad`/`grad0`.., giving one gradient per tensor input) and jvp, each compiled
+    once into a function of the values in the order autograd has them. The backward may
+    call other ops: `backward` over their Python functions (differentiable again, seen by
+    torch.func), `backward_below` over their calls below autograd (a backward that builds no
+    graph). The outputs are saved only if the backward names one."""
+
+    def __init__(self, op: dict, namespace: str, functions: dict, below_ops: dict):
+        self.op, self.namespace = op, namespace
+        self.qualname = f"{namespace}.{op['name']}"
+        self.functions, self.below_ops = functions, below_ops  # filled by register()
+        kinds = [a["type"] == "Tensor" for a in op["arguments"]]
+        self.tensors = [i for i, tensor in enumerate(kinds) if tensor]
+        self.scalars = [i for i, tensor in enumerate(kinds) if not tensor]
+        self.defaults = tuple(a["default"] for a in op["arguments"])
+        names = argument_names(op)
+        ordered = [names[i] for i in self.tensors + self.scalars]
+        where = f"ops/{op['folder']}/ops.toml [[op]] {op['name']}"
+        outputs, grads = _results(op, "out"), _results(op, "grad")
+        self.saves_outputs = bool(set(outputs) & _names_in(op["backward"]))
+        self.unsaved = (None,) * len(outputs)
+        parameters = ", ".join([*ordered, *outputs, *grads, "needs_grad"])
+        self.code = compile(f"lambda {parameters}: ({op['backward']})", f"{where} backward", "eval")
+        self.jvp_code = None
+        if op["jvp"]:
+            tangents = ", ".join(f"tangent_{names[i]}" for i in self.tensors)
+            lambda_ = f"lambda {', '.join(ordered)}, {tangents}: ({op['jvp']})"
+            self.jvp_code = compile(lambda_, f"{where} jvp", "eval")
+        self.made: dict[bool, Callable] = {}
+
+    def setup_context(self, ctx, inputs, output):
+        inputs = tuple(inputs) + self.defaults[len(inputs) :]  # torch passes those given
+        outputs = ()
+        if self.saves_outputs:
+            outputs = (output,) if len(self.op["outputs"]) == 1 else tuple(output)
+        tensors = [inputs[i] for i in self.tensors]
+        ctx.save_for_backward(*tensors, *outputs)
+        if self.jvp_code is not None:
+            ctx.save_for_forward(*tensors)
+        ctx.scalars = [inputs[i] for i in self.scalars]
+
+    def _function(self, below: bool) -> Callable:
+        function = self.made.get(below)
+        if function is None:
+            scope = {**python_scope(self.op), **self.functions}
+            if below:
+                scope.update(self.below_ops)
+            function = self.made[below] = eval(self.code, scope)  # noqa: S307 - ours
+        return function
+
+    def backward(self, ctx, *grads):
+        return self._gradients(ctx, grads, below=False)
+
+    def backward_below(self, ctx, *grads):
+        return self._gradients(ctx, grads, below=True)
+
+    def _gradients(self, ctx, grads, below: bool) -> tuple:
+        saved = ctx.saved_tensors
+        count = len(self.tensors)
+        outputs = saved[count:] if self.saves_outputs else self.unsaved
+        needs = [ctx.needs_input_grad[i] for i in self.tensors]
+        result = self._function(below)(*saved[:count], *ctx.scalars, *outputs, *grads, needs)
+        result = (result,) if isinstance(result, torch.Tensor) else tuple(result)
+        if len(result) != count:
+            names = [self.op["arguments"][i]["name"] for i in self.tensors]
+            raise RuntimeError(
+                f"{self.qualname}: its backward gave {len(result)} gradients for the "
+                f"{count} tensor inputs {names}"
+            )
+        given = iter(result)
+        return tuple(next(given) if i in self.tensors else None for i in range(len(self.defaults)))
+
+    def jvp(self, ctx, *tangents):
+        if self.jvp_code is None:
+            raise RuntimeError(
+                f"{self.qualname}: forward-mode AD (torch.func.jvp, jacfwd) is not supported: its "
+                "ops.toml declares a backward only; use reverse mode (torch.func.grad, vjp)"
+            )
+        function = self.made.get("jvp")
+        if function is None:
+            function = self.made["jvp"] = eval(self.jvp_code, python_scope(self.op))  # noqa: S307
+        return function(*ctx.saved_tensors, *ctx.scalars, *[tangents[i] for i in self.tensors])
+
+
+def make_function(op: dict, forward: Callable, autograd: Autograd) -> type:
+    """The op as an autograd.Function: what torch.func transforms and forward-mode AD use
+    (they cannot see through the op's autograd kernel), and every call where torch lacks
+    fast_path's private checks. vmap runs its forward under the op's batching rule where it
+    broadcasts, else one call per batch element."""
 
     class Function(torch.autograd.Function):
         generate_vmap_rule = True
 
         @staticmethod
         def forward(*args):
-            return below_autograd(*args)
+            return forward(*args)
 
         @staticmethod
         def setup_context(ctx, inputs, output):
-            ctx.save_for_backward(*inputs[:count])
-            ctx.save_for_forward(*inputs[:count])
-            ctx.scalars = inputs[count:]
+            autograd.setup_context(ctx, inputs, output)
 
         @staticmethod
-        def backward(ctx, grad):
-            return derivatives.input_grads(ctx, grad)
+        def backward(ctx, *grads):
+            return autograd.backward(ctx, *grads)
 
         @staticmethod
         def jvp(ctx, *tangents):
-            partials = derivatives.partials(ctx.saved_tensors, ctx.scalars)
-            terms = [
-                _times(t, p)
-                for t, p in zip(tangents[:count], partials, strict=True)
-                if t is not None
-            ]
-            total = terms[0]
-            for term in terms[1:]:
-                total = total + term
-            return total
+            return autograd.jvp(ctx, *tangents)
 
     Function.__name__ = Function.__qualname__ = f"{op['name']}_function"
     return Function
 
 
-def make_autograd_kernel(op: dict, below_autograd, namespace: str, function=None):
-    """torch.ops.<namespace>.<op>'s autograd: the op's autograd.Function (`function`, from
-    the declared derivatives; None: the op declares none) for plain autograd,
-    torch.compile's AOTAutograd and opcheck. torch.func transforms and forward-mode AD
-    reach an op's autograd kernel below the point where torch.func can handle an
-    autograd.Function, and would get a zero tangent there: they get an error naming the
-    Python function that supports them."""
-    qualname = f"{namespace}.{op['name']}"
+def make_training_function(op: dict, below: Callable, autograd: Autograd) -> type:
+    """make_function's twin for plain autograd, the commonest training call, made for host
+    time: its forward saves for the backward itself (a separate setup_context, which
+    torch.func needs, makes torch bind the arguments to forward's signature every call),
+    and both call the ops below autograd. A backward that is itself differentiated
+    (create_graph) calls the Python functions."""
 
-    count = _tensor_count(op)
-    defaults = [s["default"] for s in op["scalars"]]
+    class TrainingFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            output = below(*args)
+            autograd.setup_context(ctx, args, output)
+            return output
+
+        @staticmethod
+        def backward(ctx, *grads):
+            if torch.is_grad_enabled():
+                return autograd.backward(ctx, *grads)
+            return autograd.backward_below(ctx, *grads)
+
+    TrainingFunction.__name__ = TrainingFunction.__qualname__ = f"{op['name']}_training_function"
+    return TrainingFunction
+
+
+def make_autograd_kernel(op: dict, training: type | None, below: Callable, namespace: str):
+    """torch.ops.<namespace>.<op>'s autograd kernel: the training Function where a tensor
+    input needs a gradient, else the op below autograd. torch.func reaches this kernel below
+    the point where it handles an autograd.Function: it gets an error naming the Python
+    function instead (never a silent zero tangent)."""
+    tensors = [i for i, a in enumerate(op["arguments"]) if a["type"] == "Tensor"]
+    defaults = tuple(a["default"] for a in op["arguments"])
+    qualname = f"{namespace}.{op['name']}"
+    mutates = any(a["mutable"] for a in op["arguments"])
 
     def kernel(*args):
-        # torch passes the arguments the caller gave: the scalars left out take defaults
-        args = args + tuple(defaults[len(args) - count :])
-        differentiating = torch.is_grad_enabled() and any(a.requires_grad for a in args[:count])
+        args = args + defaults[len(args) :]  # torch passes the arguments the caller gave
+        differentiating = torch.is_grad_enabled() and any(args[i].requires_grad for i in tensors)
         transformed = fast_path.transformed()
-        if function is None and (differentiating or transformed):
+        if training is None and (differentiating or transformed):
             raise RuntimeError(
                 f"{qualname}: has no derivative (its ops.toml declares none"
-                + (", and it updates inputs in place" if op["mutates"] else "")
+                + (", and it updates inputs in place" if mutates else "")
                 + "), so it cannot be differentiated"
             )
         if transformed:
             raise RuntimeError(
-                f"torch.ops.{qualname}: torch.func transforms (grad, jvp, jacrev, ...) and "
-                f"forward-mode AD need the Python function {namespace}.{op['name']}, which "
-                "carries the op's derivatives; call that instead"
+                f"torch.ops.{qualname}: torch.func transforms (grad, jvp, vmap, ...) and "
+                f"forward-mode AD need the Python function {qualname}, which carries the "
+                "op's derivatives; call that instead"
             )
         try:
-            return function.apply(*args) if differentiating else below_autograd(*args)
+            return training.apply(*args) if differentiating else below(*args)
         except RuntimeError as error:
             raise_torch_error(error, args)
             raise
@@ -307,13 +361,14 @@ def make_autograd_kernel(op: dict, below_autograd, namespace: str, function=None
 
 
 def make_vmap_rule(op: dict, overload, namespace: str = NAMESPACE):
-    """Batching rule: each batched input's batch dimension moved to the front, with
-    size-1 dimensions after it up to the call's rank, so the op's broadcasting lines the
-    batch up; unbatched inputs broadcast as they are. One call of the op."""
-    count = _tensor_count(op)
+    """Batching rule of an op that broadcasts: each batched input's batch dimension moved to
+    the front, with size-1 dimensions after it up to the call's rank, so the op's
+    broadcasting lines the batch up; unbatched inputs broadcast as they are. One call."""
+    count = len(tensor_names(op))
+    outputs = len(op["outputs"])
 
     def rule(info, in_dims, *args):
-        if op["mutates"]:
+        if any(a["mutable"] for a in op["arguments"]):
             raise RuntimeError(
                 f"{namespace}.{op['name']}: vmap over an op that updates its inputs in "
                 "place is not supported; loop over the batch, or call it on whole tensors"
@@ -330,8 +385,7 @@ def make_vmap_rule(op: dict, overload, namespace: str = NAMESPACE):
                 continue
             t = t.movedim(d, 0)
             moved.append(t.reshape(t.shape[0], *([1] * (rank - t.dim() + 1)), *t.shape[1:]))
-        out = overload(*moved, *args[count:])
-        return out, (0 if len(op["outputs"]) == 1 else (0,) * len(op["outputs"]))
+        return overload(*moved, *args[count:]), (0 if outputs == 1 else (0,) * outputs)
 
     return rule
 
@@ -339,35 +393,56 @@ def make_vmap_rule(op: dict, overload, namespace: str = NAMESPACE):
 _LIBRARIES: list = []  # the registrations live as long as their Library object
 
 
-def register_python_parts(namespace: str = NAMESPACE) -> dict[str, Callable]:
-    """Autograd and vmap rules for every declared op of `namespace` (the JIT
-    build has its own), and the custom ops' fake kernels and autograd; returns the Python
-    wrappers by op name."""
+def register(namespace: str = NAMESPACE, private=fast_path.PRIVATE) -> dict[str, Callable]:
+    """Autograd, forward-mode AD and vmap rules for every declared op of `namespace` (the JIT
+    build has its own); returns the Python functions by op name."""
     library = torch.library.Library(namespace, "IMPL")
     _LIBRARIES.append(library)
-    wrappers = {}
+    ops = getattr(torch.ops, namespace)
+    functions: dict[str, Callable] = {}
+    below_ops: dict[str, Callable] = {}
     for name, op in DECLARATIONS.items():
-        qualname = f"{namespace}::{name}"
-        overload, twin = overloads(op, namespace)
-        torch.library.register_vmap(qualname, make_vmap_rule(op, overload, namespace))
-        torch.library.register_vmap(twin, make_vmap_rule(op, twin, namespace))
-        below_autograd = fast_path.below_autograd(twin, overload)
-        function = make_function(op, below_autograd) if op["derivatives"] is not None else None
-        kernel = make_autograd_kernel(op, below_autograd, namespace, function)
-        library.impl(name, kernel, "Autograd")
-        wrappers[name] = make_wrapper(op, namespace, function=function)
-    from . import custom_ops  # the ops that are not elementwise
-
-    wrappers.update(custom_ops.register(namespace))
-    return wrappers
+        overload = getattr(ops, name).default
+        below_ops[name] = fast_path.below_autograd(overload, private)
+        if op["broadcasts"]:
+            torch.library.register_vmap(
+                f"{namespace}::{name}", make_vmap_rule(op, overload, namespace)
+            )
+    for name, op in DECLARATIONS.items():
+        overload, below = getattr(ops, name).default, below_ops[name]
+        function = training = None
+        if op["backward"] is not None:
+            autograd = Autograd(op, namespace, functions, below_ops)
+            if private is None:  # no public call below autograd: torch.library's own autograd
+                torch.library.register_autograd(
+                    f"{namespace}::{name}",
+                    autograd.backward,
+                    setup_context=autograd.setup_context,
+                    lib=library,
+                )
+                function = make_function(op, overload, autograd)
+            else:
+                function = make_function(op, below, autograd)
+                training = make_training_function(op, below, autograd)
+        if private is not None:
+            library.impl(name, make_autograd_kernel(op, training, below, namespace), "Autograd")
+        call = fast_path.route(
+            overload, below, function.apply if function else overload,
+            training.apply if training else overload, len(tensor_names(op)), private,
+        )  # fmt: skip
+        functions[name] = make_python_function(op, call, namespace)
+    return functions
 
 
 def public_route(name: str, namespace: str = NAMESPACE) -> Callable:
-    """The Python function of op `name` as a torch without fast_path's private checks
-    gets it (every call through the op's autograd.Function or the public op): what the
-    tests and the benchmark's host-time table run next to the fast route."""
+    """Op `name`'s Python function as a torch without fast_path's private checks gets it:
+    every call through its autograd.Function (or the public op, for an op with no
+    derivative). What the tests and the benchmark's host-time table run beside the fast
+    route."""
     op = DECLARATIONS[name]
-    overload, twin = overloads(op, namespace)
-    below_autograd = fast_path.below_autograd(twin, overload, private=None)
-    function = make_function(op, below_autograd) if op["derivatives"] is not None else None
-    return make_wrapper(op, namespace, function=function, private=None)
+    overload = getattr(getattr(torch.ops, namespace), name).default
+    if op["backward"] is None:
+        return make_python_function(op, overload, namespace)
+    functions = {n: getattr(importlib.import_module(__package__), n) for n in DECLARATIONS}
+    autograd = Autograd(op, namespace, functions, {})
+    return make_python_function(op, make_function(op, overload, autograd).apply, namespace)

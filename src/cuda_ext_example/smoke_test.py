@@ -15,7 +15,8 @@ import sys
 import torch
 
 import cuda_ext_example
-from cuda_ext_example.op_checks import EVERY_OP, mismatches
+from cuda_ext_example.op_checks import SMOKE_SIZE, mismatches
+from cuda_ext_example.ops import DECLARATIONS
 
 
 def main() -> int:
@@ -33,12 +34,11 @@ def main() -> int:
         failures += 1
 
     for dtype in (torch.float32, torch.int64, torch.bfloat16):
-        wrong = mismatches(cuda_ext_example, device, dtype, n=1_000_003)
+        wrong = mismatches(cuda_ext_example, device, dtype, n=SMOKE_SIZE)
         name = str(dtype).removeprefix("torch.")
-        ops = [n for n, op in EVERY_OP.items() if name in op["dtypes"]]
-        print(
-            f"{', '.join(ops)} {dtype} n=1000003: {'ok' if not wrong else 'MISMATCH ' + str(wrong)}"
-        )
+        ops = [n for n, op in DECLARATIONS.items() if name in op["dtypes"]]
+        verdict = "ok" if not wrong else f"MISMATCH {wrong}"
+        print(f"{', '.join(ops)} {dtype} n={SMOKE_SIZE}: {verdict}")
         failures += len(wrong)
 
     print("SMOKE TEST PASSED" if failures == 0 else f"SMOKE TEST FAILED ({failures})")

@@ -1,14 +1,19 @@
-// The host API of ops that are not elementwise: what ops/<folder>/host.h of a
-// kind = "custom" declaration is written against (it is included after this,
-// inside namespace cee_rule_<folder>). A host function takes and returns
-// torch::stable::Tensor and the schema's scalars; it checks its inputs (cee::
-// fail names the op for it), allocates its outputs, and runs a plain C++ loop
-// on the CPU or launches its kernels on torch's current stream. LibTorch
+// The host API every op's host function is written against: the core's
+// elementwise one (elementwise_host.h) and each ops/<folder>/host.h (included
+// after this, inside namespace cee_rule_<folder>). A host function takes and
+// returns torch::stable::Tensor and the schema's scalars; it checks its inputs
+// (cee::fail names the op for it), allocates its outputs, and runs a plain C++
+// loop on the CPU or launches its kernels on torch's current stream. The same
+// function is the op's meta kernel (torch.compile, FakeTensorMode): there it
+// runs its checks and makes its outputs, and visit_dtype runs nothing. LibTorch
 // stable ABI only, like the rest of the host code.
 #pragma once
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
+
+#include <stdio.h>
+#include <stdlib.h>
 
 #include <initializer_list>
 #include <string>
@@ -25,12 +30,49 @@
 
 namespace cee {
 
-// The op this thread runs: set by the core around its host function
-// (csrc/custom_ops.cpp), so that launches find that op's kernels.
-inline const CustomOpInfo*& running_op() {
-  static thread_local const CustomOpInfo* op = nullptr;
-  return op;
+// Where an op's kernel runs. Meta: the checks and outputs on the meta device,
+// which is what torch.compile and FakeTensorMode run, so that every check is
+// stated once, for real and fake tensors alike.
+enum class Backend { Cpu, Cuda, Meta };
+
+// The op this thread runs, and for which backend: set by the core around its
+// host function (csrc/ops.cpp), so that launches find that op's kernels and a
+// meta call computes nothing.
+struct Running {
+  const OpInfo* op = nullptr;
+  Backend backend = Backend::Cpu;
+};
+inline Running& running() {
+  static thread_local Running now;
+  return now;
 }
+inline const OpInfo* running_op() { return running().op; }
+
+// Sets the running op for the lifetime of this object, then restores the one
+// before (an op's host function may call another op).
+class RunningOp {
+ public:
+  RunningOp(const OpInfo* op, Backend backend) : saved_(running()) {
+    running() = {op, backend};
+  }
+  ~RunningOp() { running() = saved_; }
+
+ private:
+  Running saved_;
+};
+
+// A scalar as a check's message shows it: a float in the fewest digits that
+// read back as it, as Python prints it.
+inline std::string scalar_string(double v) {
+  char text[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    snprintf(text, sizeof text, "%.*g", digits, v);
+    if (strtod(text, nullptr) == v) break;
+  }
+  return text;
+}
+inline std::string scalar_string(int64_t v) { return std::to_string(v); }
+inline std::string scalar_string(bool v) { return v ? "True" : "False"; }
 
 // The core's dtype index (CEE_DTYPE_FLOAT32, ...) of a host type.
 template <typename T>
@@ -52,10 +94,13 @@ inline int op_dtype(const Tensor& t, const char* what) {
 }
 
 // Calls f(T()) with T the host type of `dtype` (c10::Half, float, ...), for
-// the dtypes of mask kDtypes only (bit d: the core's dtype d). A host.h calls
-// its folder's visit_dtype(dtype, f), which passes its declared dtypes.
+// the dtypes of mask kDtypes only (bit d: the core's dtype d); on a meta call,
+// nothing (there is no data to compute on). A host.h calls its folder's
+// visit_dtype(dtype, f), which passes its declared dtypes: the typed part, with
+// every data pointer and launch, goes in f.
 template <unsigned kDtypes, typename F>
 void visit_dtype(int dtype, F&& f) {
+  if (running().backend == Backend::Meta) return;
 #define CEE_VISIT(id, device_type, size, scalar_type, name) \
   if constexpr ((kDtypes >> CEE_DTYPE_##id) & 1u)           \
     if (dtype == CEE_DTYPE_##id) return f(HostType_##name());
@@ -157,7 +202,7 @@ class Launch {
   int find(const char* name, int dtype,
            std::initializer_list<int> values) const {
     for (int k = 0; k < op_->num_kernels; ++k) {
-      const CustomKernel& c = op_->kernels[k];
+      const KernelInstance& c = op_->kernels[k];
       if (c.dtype != dtype || c.num_values != (int)values.size() ||
           strcmp(c.name, name) != 0)
         continue;
@@ -171,7 +216,7 @@ class Launch {
          ">: add its values to the op's kernels in ops.toml");
   }
 
-  const CustomOpInfo* op_;
+  const OpInfo* op_;
   int device_;
   void* stream_;
 };
