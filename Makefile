@@ -26,8 +26,8 @@ wheelhouse_of = $(if $(filter $(1),$(HOST_ARCH)),wheelhouse,build/$(1)/wheelhous
 DIST := $(call dist_of,$(ARCH))
 WHEELHOUSE := $(call wheelhouse_of,$(ARCH))
 
-.PHONY: help release test wheel repair install inspect bench jit tune-wheel cpp format lock \
-	venv clean
+.PHONY: help release test op wheel repair install inspect bench jit tune-wheel cpp format \
+	lock venv clean
 
 release: $(STAMP) ## the main job: build, auditwheel show + repair, gates, twine check, upload to a local index, pip install, smoke test
 	$(foreach cpu,$(CPUS),$(MAKE) --no-print-directory wheel ARCH=$(cpu) &&) true
@@ -38,6 +38,17 @@ release: $(STAMP) ## the main job: build, auditwheel show + repair, gates, twine
 # PYTEST_ARGS narrows the run (files, -m, -k); the tests import the installed wheel.
 test: install ## every test: build, repair, install the wheel into .venv, pytest (PYTEST_ARGS=...)
 	$(PYTHON) -m pytest -m "" $(PYTEST_ARGS)
+
+# The author's loop for one op: a dev build (SASS for ARCHS only, 90 unless given), installed
+# into .venv in place of the release wheel (so the next make test reinstalls that), then
+# the op's tests, its declared-op checks at every size the release checks included.
+OP ?=
+op: $(STAMP) ## the author's loop for one op: dev build, install, its tests (OP=my_softplus [ARCHS=90])
+	@test -n "$(OP)" || { echo "make op: name the op, e.g. make op OP=my_add"; exit 2; }
+	$(MAKE) --no-print-directory wheel ARCHS="$(or $(ARCHS),90)"
+	rm -f $(INSTALLED)
+	$(PYTHON) -m pip install -q --no-deps --force-reinstall $(DIST)/*.whl
+	$(PYTHON) -m pytest -m "" tests/ops -k "$(OP)" -p no:cacheprovider $(PYTEST_ARGS)
 
 # ARCHS="90" (or "90 120", "90@12.9" for another CUDA's NVRTC): a dev build, SASS for those
 # archs only and no PTX; its build record says so and the release gates refuse it.

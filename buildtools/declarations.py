@@ -220,6 +220,9 @@ class Op:
             "backward": self.backward,
             "jvp": self.jvp,
             "broadcasts": self.elementwise,
+            # The core's elementwise kernel ("simple", "vectorized"), or None: its own.
+            "kernel": self.kernel,
+            "checks": list(self.checks),
             "tags": list(self.tags),
             "doc": self.doc,
         }
@@ -470,15 +473,17 @@ def _samples(path, where, table, arguments, own) -> dict[str, str]:
 
 
 def _checks(path, where, checks, arguments) -> tuple[str, ...]:
-    """Conditions on the scalars (C++, and Python alike: comparisons, and/or, arithmetic),
-    checked on every call, fake and empty ones too."""
+    """Conditions on the scalars, in C++ (comparisons, arithmetic, &&, ||, !), checked on
+    every call, fake and empty ones too; read here as the Python they also are."""
     scalars = [a.name for a in arguments if a.type != "Tensor"]
     if not isinstance(checks, list) or not all(isinstance(c, str) for c in checks):
         _fail(path, f'{where}: checks = ["min_val <= max_val"]: a list of conditions')
     for check in checks:
-        _check_expression(path, f"{where} checks", check, scalars, set(), torch_allowed=False)
         if re.search(r"\b(and|or|not)\b", check):
             _fail(path, f"{where}: checks {check!r}: write &&, ||, ! (C++)")
+        python = re.sub(r"!(?!=)", " not ", check.replace("&&", " and ").replace("||", " or "))
+        _check_expression(path, f"{where} checks {check!r}", python, scalars, set(),
+                          torch_allowed=False)  # fmt: skip
     return tuple(checks)
 
 

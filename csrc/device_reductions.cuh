@@ -1,7 +1,7 @@
-// Device helpers for kernels that are not elementwise (ops/<folder>/kernels.cuh
-// of a kind = "custom" declaration): compute types, 16-byte packs, and warp and
-// block sums. Device code only, compiled by NVRTC with the op's kernels; no
-// standard library.
+// Device helpers for an op's own kernels (ops/<folder>/kernels.cuh): compute
+// types, 16-byte packs, hinted loads, and warp and block sums and maxima.
+// Device code only, compiled by NVRTC with the op's kernels; no standard
+// library.
 #pragma once
 
 #include "element_math.h"
@@ -72,13 +72,47 @@ __device__ __forceinline__ P load_last_use(const P* p) {
 inline __device__ float inverse_sqrt(float v) { return rsqrtf(v); }
 inline __device__ double inverse_sqrt(double v) { return rsqrt(v); }
 
-// The sum of v over the 32 lanes of a warp, in every lane.
-template <typename A>
-__device__ __forceinline__ A warp_sum(A v) {
+// How two values combine in a reduction, and what a lane with no value
+// holds: a sum, or a maximum (NaN wins, as in torch.max).
+struct Sum {
+  template <typename A>
+  __device__ static A combine(A a, A b) {
+    return a + b;
+  }
+  template <typename A>
+  __device__ static A identity() {
+    return A(0);
+  }
+};
+struct Max {
+  template <typename A>
+  __device__ static A combine(A a, A b) {
+    return b > a || b != b ? b : a;
+  }
+  template <typename A>
+  __device__ static A identity() {
+    if constexpr (sizeof(A) == 8)
+      return -__longlong_as_double(0x7ff0000000000000ll);
+    else
+      return -__int_as_float(0x7f800000);
+  }
+};
+
+// v combined over the 32 lanes of a warp, in every lane.
+template <typename Op, typename A>
+__device__ __forceinline__ A warp_reduce(A v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
+    v = Op::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
+}
+template <typename A>
+__device__ __forceinline__ A warp_sum(A v) {
+  return warp_reduce<Sum>(v);
+}
+template <typename A>
+__device__ __forceinline__ A warp_max(A v) {
+  return warp_reduce<Max>(v);
 }
 
 // The sum of v over each aligned group of `width` lanes (a power of two up to
@@ -91,23 +125,32 @@ __device__ __forceinline__ A lanes_sum(A v, int width) {
   return v;
 }
 
-// The sums of K values over the whole block, in every thread. `scratch` is
+// K values, each combined over the whole block, in every thread. `scratch` is
 // shared memory of 32 * K values; every thread of the block must call it (it
 // synchronizes twice, so the scratch can be reused by the next call).
-template <int K, typename A>
-__device__ __forceinline__ void block_sum(A (&v)[K], A* scratch) {
+template <typename Op, int K, typename A>
+__device__ __forceinline__ void block_reduce(A (&v)[K], A* scratch) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int warps = (blockDim.x + 31) >> 5;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    v[k] = warp_sum(v[k]);
+    v[k] = warp_reduce<Op>(v[k]);
     if (lane == 0) scratch[k * 32 + warp] = v[k];
   }
   __syncthreads();
 #pragma unroll
   for (int k = 0; k < K; ++k)
-    v[k] = warp_sum(lane < warps ? scratch[k * 32 + lane] : A(0));
+    v[k] = warp_reduce<Op>(lane < warps ? scratch[k * 32 + lane]
+                                        : Op::template identity<A>());
   __syncthreads();
+}
+template <int K, typename A>
+__device__ __forceinline__ void block_sum(A (&v)[K], A* scratch) {
+  block_reduce<Sum, K>(v, scratch);
+}
+template <int K, typename A>
+__device__ __forceinline__ void block_max(A (&v)[K], A* scratch) {
+  block_reduce<Max, K>(v, scratch);
 }
 
 // The sums of K values over each aligned group of `row_threads` threads of

@@ -23,9 +23,9 @@ if Path(cuda_ext_example.__file__).resolve().parent == ROOT / "src" / "cuda_ext_
 
 class DeclaredOp:
     """One op of ops/*/ops.toml as the tests see it: its declared dtypes, sample arguments
-    (tensors, then the scalars' defaults or examples), its results (outputs, then the inputs
-    it updates in place, on copies) and the check against its reference: bit for bit, or
-    within the declared tolerance."""
+    (its tensors from the declared samples or the core's, then its scalars' defaults or
+    examples), its results (outputs, then the inputs it updates in place, on copies) and the
+    check against its reference: bit for bit, or within the declared tolerance."""
 
     def __init__(self, name: str):
         from cuda_ext_example import op_checks
@@ -33,39 +33,50 @@ class DeclaredOp:
         self.__name__ = name
         self.declaration = cuda_ext_example.ops.DECLARATIONS[name]
         self.function = getattr(cuda_ext_example, name)
-        self.reference = op_checks.reference(self.declaration)
-        self.arity = len(self.declaration["inputs"])
+        self.reference = op_checks.reference(self.declaration, FUNCTIONS)
+        self.inputs = cuda_ext_example.ops.tensor_names(self.declaration)
+        self.arity = len(self.inputs)
+        self.mutates = [a["name"] for a in self.declaration["arguments"] if a["mutable"]]
+        self.numbers = [a["name"] for a in self.declaration["arguments"] if a["number"]]
         self.dtypes = [getattr(torch, d) for d in self.declaration["dtypes"]]
-        self.scalars = op_checks.scalar_samples(self.declaration)
-        self.functional = not self.declaration["mutates"] and len(self.declaration["outputs"]) == 1
-        self.differentiable = self.declaration["derivatives"] is not None
+        self.scalars = [a["sample"] for a in self.declaration["arguments"][self.arity :]]
+        self.outputs = len(self.declaration["outputs"])
+        self.functional = not self.mutates and self.outputs == 1
+        self.differentiable = self.declaration["backward"] is not None
+        self.broadcasts = self.declaration["broadcasts"]
 
     def __call__(self, *args):
         return self.function(*args)
 
-    def sample(self, shape, dtype, device, generator=None) -> list:
-        """Random tensors for each input (those declared nonnegative: |x|)."""
-        from tests.helpers import random_tensor
-
-        tensors = []
-        for name in self.declaration["inputs"]:
-            t = random_tensor(shape, dtype, device, generator)
-            if name in self.declaration["nonnegative"] and dtype.is_floating_point:
-                t = t.abs()
-            tensors.append(t)
-        return tensors
-
-    def results(self, tensors, function=None) -> tuple:
+    def arguments(self, n: int, dtype, device, seed: int = 0) -> list:
+        """Its declared samples of size n (seeded), tensors then scalars."""
         from cuda_ext_example import op_checks
 
-        return op_checks.results(function or self.function, self.declaration, tensors, self.scalars)
+        return op_checks.sample_arguments(self.declaration, n, dtype, device, seed)
+
+    def sample(self, shape, dtype, device, seed: int = 0) -> list:
+        """Its tensors for an op that broadcasts, each of `shape` (the core's samples)."""
+        assert self.broadcasts, f"{self.__name__} does not broadcast: use arguments(n, ...)"
+        n = 1
+        for size in shape:
+            n *= size
+        tensors = self.arguments(n, dtype, device, seed)[: self.arity]
+        return [t.reshape(shape) for t in tensors]
+
+    def results(self, tensors, function=None) -> tuple:
+        """function(*tensors, *scalars)'s results (tensors alone: the samples' scalars)."""
+        from cuda_ext_example import op_checks
+
+        args = list(tensors) + self.scalars[len(tensors) - self.arity :]
+        return op_checks.results(function or self.function, self.declaration, args)
 
     def expected(self, tensors) -> tuple:
         return self.results(tensors, self.reference)
 
     def check(self, tensors, function=None) -> tuple:
-        """Runs the op (or `function`, called like it) and its reference on `tensors`;
-        asserts they agree as the declaration says; returns the op's results."""
+        """Runs the op (or `function`, called like it) and its reference on `tensors` (its
+        arguments, or its tensors alone); asserts they agree as the declaration says;
+        returns the op's results."""
         from cuda_ext_example import op_checks
 
         ours = self.results(tensors, function)
@@ -77,12 +88,13 @@ class DeclaredOp:
         return self.__name__
 
 
+FUNCTIONS = {name: getattr(cuda_ext_example, name) for name in cuda_ext_example.OP_NAMES}
 # Every declared op (the per-op tests run on each: `any_op`), the functional ones (one new
-# output, nothing updated in place: `functional_op`), and the adds (`op`: the tests written
-# for a + b itself, its classic arange, its gradients, its mixed-input errors).
-DECLARED = {name: DeclaredOp(name) for name in cuda_ext_example.ops.DECLARATIONS}
+# output, nothing updated in place), the differentiable ones, and the adds (`op`: the tests
+# of the elementwise core, run on a + b itself, its classic arange, its numbers).
+DECLARED = {name: DeclaredOp(name) for name in cuda_ext_example.OP_NAMES}
 FUNCTIONAL = {name: op for name, op in DECLARED.items() if op.functional}
-DIFFERENTIABLE = {name: op for name, op in FUNCTIONAL.items() if op.differentiable}
+DIFFERENTIABLE = {name: op for name, op in DECLARED.items() if op.differentiable}
 OPS = {
     name: op for name, op in DECLARED.items() if op.declaration["reference"] == "torch.add(a, b)"
 }

@@ -5,15 +5,17 @@ from __future__ import annotations
 import torch
 
 
-def random_tensor(shape, dtype, device, generator=None) -> torch.Tensor:
-    """Random values covering the dtype: full integer range (wrap-around), spread floats."""
-    if dtype.is_floating_point:
-        t = torch.randn(shape, dtype=torch.float32, generator=generator) * 100
-        return t.to(dtype=dtype, device=device)
-    info = torch.iinfo(dtype)
-    high = info.max + 1 if dtype != torch.int64 else info.max  # randint: high is exclusive
-    t = torch.randint(info.min, high, shape, dtype=torch.int64, generator=generator)
-    return t.to(dtype=dtype, device=device)
+def random_tensor(shape, dtype, device, seed: int | None = None) -> torch.Tensor:
+    """The core's sample values (full integer range, spread floats) in `shape`."""
+    from cuda_ext_example.op_checks import default_sample
+
+    n = 1
+    for size in shape:
+        n *= size
+    with torch.random.fork_rng(devices=[], enabled=seed is not None):
+        if seed is not None:
+            torch.manual_seed(seed)
+        return default_sample(n, dtype).reshape(shape).to(device)
 
 
 def assert_bitwise_equal(out: torch.Tensor, ref: torch.Tensor) -> None:

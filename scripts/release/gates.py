@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from buildtools import config, device_code, ops
+from buildtools import config, declarations
 from buildtools.build_ext import declared_record
 from buildtools.toolchain import torch_paths
 from scripts.cli_args import wheel_problem
@@ -154,7 +154,7 @@ def gate_device_code(wheel: Path, cfg: config.BuildConfig) -> None:
             )
         fatbins = binary_info.embedded_fatbins(so)
     names = [fatbin.label(i) for i, fatbin in enumerate(fatbins)]
-    declared = device_code.libraries(*device_code.every_op())
+    declared = declarations.load().libraries
     missing = [name for name in declared if name not in names]
     extra = [name for name in names if name not in declared or names.count(name) > 1]
     if missing or extra:
@@ -668,7 +668,7 @@ def kernel_dtypes(so: Path) -> dict[str, list[str]]:
     for folder, device_type in re.findall(elementwise, data) + re.findall(custom, data):
         found.setdefault(folder.decode(), set()).add(device_type)
     return {
-        folder: [d.name for d in ops.DTYPES.values() if d.device_type.encode() in types]
+        folder: [d.name for d in declarations.DTYPES.values() if d.device_type.encode() in types]
         for folder, types in found.items()
     }
 

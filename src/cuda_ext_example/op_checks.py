@@ -35,9 +35,13 @@ def reference(op: dict, functions: dict | None = None) -> Callable:
 
 
 def default_sample(n: int, dtype: torch.dtype) -> torch.Tensor:
-    """The core's sample of an elementwise input: normal, spread over about +-300 (integers
-    wrap past their range)."""
-    return (torch.randn(n) * 100).to(dtype)
+    """The core's sample of an input with none declared: floats normal, spread over about
+    +-300; integers over their whole range (so that wrap-around is reached)."""
+    if dtype.is_floating_point:
+        return (torch.randn(n) * 100).to(dtype)
+    info = torch.iinfo(dtype)
+    high = info.max + 1 if dtype != torch.int64 else info.max  # randint's high is exclusive
+    return torch.randint(info.min, high, (n,), dtype=torch.int64).to(dtype)
 
 
 def sample_arguments(op: dict, n: int, dtype: torch.dtype, device="cpu", seed: int = 0) -> list:

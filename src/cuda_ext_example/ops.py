@@ -193,7 +193,8 @@ class Autograd:
     once into a function of the values in the order autograd has them. The backward may
     call other ops: `backward` over their Python functions (differentiable again, seen by
     torch.func), `backward_below` over their calls below autograd (a backward that builds no
-    graph). The outputs are saved only if the backward names one."""
+    graph). The outputs are saved only if the backward names one. An op that declares no
+    backward raises when a gradient is asked of it, never a silent zero."""
 
     def __init__(self, op: dict, namespace: str, functions: dict, below_ops: dict):
         self.op, self.namespace = op, namespace
@@ -207,16 +208,19 @@ class Autograd:
         ordered = [names[i] for i in self.tensors + self.scalars]
         where = f"ops/{op['folder']}/ops.toml [[op]] {op['name']}"
         outputs, grads = _results(op, "out"), _results(op, "grad")
-        self.saves_outputs = bool(set(outputs) & _names_in(op["backward"]))
+        backward = op["backward"]
+        self.saves_outputs = bool(backward) and bool(set(outputs) & _names_in(backward))
         self.unsaved = (None,) * len(outputs)
         parameters = ", ".join([*ordered, *outputs, *grads, "needs_grad"])
-        self.code = compile(f"lambda {parameters}: ({op['backward']})", f"{where} backward", "eval")
+        self.code = None
+        if backward:
+            self.code = compile(f"lambda {parameters}: ({backward})", f"{where} backward", "eval")
         self.jvp_code = None
         if op["jvp"]:
             tangents = ", ".join(f"tangent_{names[i]}" for i in self.tensors)
             lambda_ = f"lambda {', '.join(ordered)}, {tangents}: ({op['jvp']})"
             self.jvp_code = compile(lambda_, f"{where} jvp", "eval")
-        self.made: dict[bool, Callable] = {}
+        self.made: dict = {}
 
     def setup_context(self, ctx, inputs, output):
         inputs = tuple(inputs) + self.defaults[len(inputs) :]  # torch passes those given
@@ -230,6 +234,11 @@ class Autograd:
         ctx.scalars = [inputs[i] for i in self.scalars]
 
     def _function(self, below: bool) -> Callable:
+        if self.code is None:
+            raise RuntimeError(
+                f"{self.qualname}: has no derivative (its ops.toml declares no backward), so "
+                "it cannot be differentiated"
+            )
         function = self.made.get(below)
         if function is None:
             scope = {**python_scope(self.op), **self.functions}
@@ -264,7 +273,7 @@ class Autograd:
         if self.jvp_code is None:
             raise RuntimeError(
                 f"{self.qualname}: forward-mode AD (torch.func.jvp, jacfwd) is not supported: its "
-                "ops.toml declares a backward only; use reverse mode (torch.func.grad, vjp)"
+                "ops.toml declares no [derivatives]; use reverse mode (torch.func.grad, vjp)"
             )
         function = self.made.get("jvp")
         if function is None:
@@ -411,7 +420,9 @@ def register(namespace: str = NAMESPACE, private=fast_path.PRIVATE) -> dict[str,
     for name, op in DECLARATIONS.items():
         overload, below = getattr(ops, name).default, below_ops[name]
         function = training = None
-        if op["backward"] is not None:
+        # An op that updates its inputs in place has no Function: differentiating it raises
+        # at the call. Any other op has one, which raises at backward where it declares none.
+        if not any(a["mutable"] for a in op["arguments"]):
             autograd = Autograd(op, namespace, functions, below_ops)
             if private is None:  # no public call below autograd: torch.library's own autograd
                 torch.library.register_autograd(
@@ -436,13 +447,14 @@ def register(namespace: str = NAMESPACE, private=fast_path.PRIVATE) -> dict[str,
 
 def public_route(name: str, namespace: str = NAMESPACE) -> Callable:
     """Op `name`'s Python function as a torch without fast_path's private checks gets it:
-    every call through its autograd.Function (or the public op, for an op with no
-    derivative). What the tests and the benchmark's host-time table run beside the fast
-    route."""
+    every call through its autograd.Function (or the public op, for an op that updates its
+    inputs in place). What the tests and the benchmark's host-time table run beside the
+    fast route."""
     op = DECLARATIONS[name]
     overload = getattr(getattr(torch.ops, namespace), name).default
-    if op["backward"] is None:
+    if any(a["mutable"] for a in op["arguments"]):
         return make_python_function(op, overload, namespace)
     functions = {n: getattr(importlib.import_module(__package__), n) for n in DECLARATIONS}
     autograd = Autograd(op, namespace, functions, {})
-    return make_python_function(op, make_function(op, overload, autograd).apply, namespace)
+    forward = fast_path.below_autograd(overload) or overload
+    return make_python_function(op, make_function(op, forward, autograd).apply, namespace)

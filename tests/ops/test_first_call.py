@@ -77,7 +77,8 @@ def test_first_call_loads_its_own_library_only(op):
     others = [name for name in cuda_ext_example.OP_NAMES if name != op]
     run_fresh(
         f"""
-        from cuda_ext_example.op_checks import EVERY_OP, check_one
+        from cuda_ext_example.op_checks import check_one
+        from cuda_ext_example.ops import DECLARATIONS as EVERY_OP
         def first_dtype(name):
             dtypes = EVERY_OP[name]["dtypes"]
             return "float32" if "float32" in dtypes else dtypes[0]

@@ -203,20 +203,20 @@ def test_the_generated_table_carries_the_load_flavour():
 
 
 def test_an_evict_first_shape_is_a_kernel_instance_of_its_own(monkeypatch):
-    from buildtools import ops
+    from buildtools import declarations, device_code
 
-    declared = ops.declared_ops()
+    decl = declarations.load()
     monkeypatch.setenv("CEE_TUNING_CANDIDATES", "1")  # make tune-wheel
-    tuning = [k.expression for k in ops.instances(declared, ops.elementwise())]
+    tuning = [k.expression for k in device_code.instances(decl)]
     head = "cee::elementwise_vectorized<cee_rule_add::Signature, float, 16, 128, 2, "
     assert head + "cee::kLoadEvictFirst>" in tuning
     assert head + "cee::kLoadReadOnly>" in tuning
     # The release build: the flavours the tables name (today only the read-only load: the
     # kernels it has always compiled, the flavour now spelt out).
     monkeypatch.delenv("CEE_TUNING_CANDIDATES")
-    release = [k.expression for k in ops.instances(declared, ops.elementwise())]
+    release = [k.expression for k in device_code.instances(decl)]
     flavours = {e.rsplit(", ", 1)[1] for e in release if "elementwise_vectorized" in e}
-    assert flavours == {ops.LOAD_CONSTANTS[s.load] + ">" for s in TABLES.compiled(False)}
+    assert flavours == {device_code.LOAD_CONSTANTS[s.load] + ">" for s in TABLES.compiled(False)}
 
 
 def test_each_evict_first_candidate_has_its_read_only_twin():
@@ -277,7 +277,7 @@ def test_every_compiled_shape_equals_the_reference_on_this_gpu(compiled, any_op)
     odd sizes (the tail), every dtype the op has."""
     op = any_op.declaration
     if op["kernel"] != "vectorized":
-        pytest.skip("the simple kernel has one shape")
+        pytest.skip("only the vectorized kernel has launch shapes")
     try:
         for index in range(len(compiled.vector_shapes())):
             compiled.force_launch_shape(index)

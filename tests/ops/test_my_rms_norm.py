@@ -1,4 +1,4 @@
-"""my_rms_norm and its backward: what the declared-op tests (test_custom_ops.py) do not
+"""my_rms_norm and its backward: what the declared-op tests (test_declared_ops.py) do not
 reach. Shapes of every kind (rows, any hidden size, views), eps, the errors, and on the GPU
 the registers-or-not kernel paths and CUDA graph capture, each against torch's own
 F.rms_norm and its autograd."""
@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 
 import cuda_ext_example
-from cuda_ext_example import custom_ops
+from cuda_ext_example.ops import DECLARATIONS
 
-TOLERANCE = custom_ops.CUSTOM["my_rms_norm"]["tolerance"]
-BACKWARD_TOLERANCE = custom_ops.CUSTOM["my_rms_norm_backward"]["tolerance"]
+TOLERANCE = DECLARATIONS["my_rms_norm"]["tolerance"]
+BACKWARD_TOLERANCE = DECLARATIONS["my_rms_norm_backward"]["tolerance"]
 
 
 def tol(dtype, table=TOLERANCE):
@@ -100,7 +100,7 @@ def test_empty_inputs(device):
             1e-6,
             "x is torch.float32 and weight torch.float64",
         ),
-        (torch.randn(4, 8), torch.randn(8), -1.0, "eps must be >= 0"),
+        (torch.randn(4, 8), torch.randn(8), -1.0, "eps >= 0 must hold, got eps=-1"),
         (
             torch.randn(4, 8).int(),
             torch.randn(8).int(),

@@ -45,6 +45,8 @@ def call_routes(op_name: str):
 def test_out_of_memory_is_torchs_own(functional_op, device, route):
     # The output of a huge broadcast call (the inputs are expanded views: no memory).
     any_op = functional_op
+    if not any_op.broadcasts:
+        pytest.skip("its inputs must be as large as its output")
     expected = torch_own_error(device)
     if device == "cuda":  # torch's CPU allocator raises a plain RuntimeError
         assert isinstance(expected, torch.OutOfMemoryError)

@@ -1,50 +1,25 @@
-"""Every declared op behaves as a real torch op: opcheck, torch.compile(fullgraph=True),
-autograd from its declared derivatives."""
+"""The ops behave as real torch ops, tested once for the core: torch.compile of an in-place
+op, the op in compiled graphs, traces, exports and modes, autograd, the Python function's
+fast route below the autograd kernel and the public route without it, and the errors of a
+call's Python arguments. Each op's opcheck, compile, gradients and transforms:
+test_declared_ops.py."""
 
 from __future__ import annotations
+
+import collections
+import subprocess
+import sys
 
 import pytest
 import torch
 from conftest import DECLARED
 
 import cuda_ext_example
-from cuda_ext_example import op_checks
 from tests.helpers import assert_bitwise_equal, random_tensor
 
 
 def overload(op):
     return getattr(torch.ops.cuda_ext_example, op.__name__).default
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64], ids=str)
-def test_opcheck(any_op, device, dtype):
-    if dtype not in any_op.dtypes:
-        pytest.skip(f"{any_op.__name__} declares {any_op.declaration['dtypes']}")
-    inputs = any_op.sample((5, 7), dtype, device)
-    if dtype.is_floating_point and any_op.differentiable:
-        inputs[0].requires_grad_()
-    torch.library.opcheck(overload(any_op), (*inputs, *any_op.scalars))
-
-
-def test_opcheck_non_contiguous_and_broadcast(any_op, device):
-    inputs = any_op.sample((6, 4), torch.float32, device)
-    inputs[0] = inputs[0].t().contiguous().t()  # a transposed layout of the same shape
-    if any_op.functional and any_op.arity > 1:
-        inputs[-1] = inputs[-1][:1]  # broadcast along the first dimension
-    torch.library.opcheck(overload(any_op), (*inputs, *any_op.scalars))
-
-
-def test_torch_compile_fullgraph(functional_op, device):
-    torch._dynamo.reset()
-    op = functional_op
-
-    def f(*inputs):
-        return op(*inputs) * 2 + 1
-
-    compiled = torch.compile(f, fullgraph=True)
-    for size in (1000, 37):  # the second: dynamic shapes
-        inputs = op.sample((size,), torch.float32, device)
-        assert_bitwise_equal(compiled(*inputs), f(*inputs))
 
 
 def test_torch_compile_of_an_in_place_op(device):
@@ -66,17 +41,6 @@ def test_torch_compile_of_an_in_place_op(device):
     torch.testing.assert_close(got, want)  # a sum: inductor adds in its own order
 
 
-def test_torch_compile_backward(diff_op, device):
-    torch._dynamo.reset()
-    op = diff_op
-    inputs = op.sample((64,), torch.float64, device)
-    inputs[0].requires_grad_()
-    torch.compile(lambda *x: op(*x).sum(), fullgraph=True)(*inputs).backward()
-    want = inputs[0].detach().clone().requires_grad_()
-    op.reference(want, *inputs[1:], *op.scalars).sum().backward()
-    assert torch.allclose(inputs[0].grad, want.grad)
-
-
 def test_compiled_graph_contains_the_op(any_op):
     torch._dynamo.reset()
     seen = []
@@ -87,7 +51,8 @@ def test_compiled_graph_contains_the_op(any_op):
 
     compiled = torch.compile(lambda *x: any_op(*x, *any_op.scalars), backend=backend,
                              fullgraph=True)  # fmt: skip
-    compiled(*any_op.sample((4,), torch.float32, "cpu"))
+    dtype = torch.float32 if torch.float32 in any_op.dtypes else any_op.dtypes[0]
+    compiled(*any_op.arguments(4, dtype, "cpu")[: any_op.arity])
     assert any(t.startswith(f"cuda_ext_example.{any_op.__name__}") for t in seen), seen
 
 
@@ -142,41 +107,81 @@ def test_no_grad_and_inference_mode(op, device):
         assert_bitwise_equal(op(a, b), torch.add(a.detach(), b))
 
 
-def _ops_run(call) -> set[str]:
-    """The torch ops a call ran through the dispatcher, as the profiler names them."""
+def _ops_run(call) -> dict[str, int]:
+    """The torch ops a call ran through the dispatcher, as the profiler names them, counted."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         call()
-    return {e.name for e in prof.events() if e.name.startswith("cuda_ext_example::")}
+    return dict(
+        collections.Counter(
+            e.name for e in prof.events() if e.name.startswith("cuda_ext_example::")
+        )
+    )
 
 
-def test_plain_call_takes_the_no_grad_twin(op, device):
-    # The host fast path: a call that builds no graph runs the twin (no Python autograd
-    # kernel); one that does runs the public op, whose autograd kernel builds it.
+def _autograd_kernel_runs(call) -> int:
+    """How many times the ops' Python autograd kernel ran during `call`."""
+    runs = []
+
+    def profile(frame, event, arg):
+        code = frame.f_code
+        if event == "call" and code.co_name == "kernel" and code.co_filename == ops_file:
+            runs.append(1)
+
+    ops_file = cuda_ext_example.ops.__file__
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return len(runs)
+
+
+def test_a_plain_call_skips_the_autograd_kernel(op, device):
+    # The Python function goes below the op's autograd kernel itself (fast_path.py), where
+    # torch.ops' route passes it; both run the op's kernel once.
     a = random_tensor((8,), torch.float32, device)
     name = f"cuda_ext_example::{op.__name__}"
-    twin = f"cuda_ext_example::_{op.__name__}_no_grad"
-    assert _ops_run(lambda: op(a, a)) == {twin}
-    wrapper = getattr(cuda_ext_example, op.__name__)  # its parameters are the schema's
-    assert _ops_run(lambda: wrapper(a=a, b=a)) == {twin}
+    function = getattr(cuda_ext_example, op.__name__)
+    raw = getattr(torch.ops.cuda_ext_example, op.__name__)
+    assert _autograd_kernel_runs(lambda: function(a, a)) == 0
+    assert _autograd_kernel_runs(lambda: function(a=a, b=a)) == 0  # the schema's names
+    assert _autograd_kernel_runs(lambda: raw(a, a)) == 1
     with torch.no_grad():
-        assert _ops_run(lambda: op(a, a.clone().requires_grad_())) == {twin}
-    assert name in _ops_run(lambda: op(a, a.clone().requires_grad_()))
-    assert twin not in _ops_run(lambda: op(a, a.clone().requires_grad_()))
-    assert_bitwise_equal(torch.ops.cuda_ext_example._my_add_no_grad(a, a), torch.add(a, a))
+        assert _autograd_kernel_runs(lambda: function(a, a.clone().requires_grad_())) == 0
+    x = a.clone().requires_grad_()
+    assert _autograd_kernel_runs(lambda: function(a, x).sum().backward()) == 0
+    assert _ops_run(lambda: function(a, a)) == {name: 1}
 
 
-def test_the_twin_called_directly_under_grad_is_not_silent(op, device):
-    # The twin is private and has no autograd kernel: torch's autograd fallback must say so
-    # at backward, naming it, rather than leave a gradient out without a word.
-    x = random_tensor((8,), torch.float32, device).requires_grad_()
-    twin = getattr(torch.ops.cuda_ext_example, f"_{op.__name__}_no_grad")
-    with pytest.warns(UserWarning, match=f"_{op.__name__}_no_grad: an autograd kernel"):
-        twin(x, x).sum().backward()
+def test_a_plain_training_step_passes_the_dispatcher_once_per_op(device):
+    # The training Function's forward and backward call each op below autograd: one pass
+    # each, with the same outputs and gradients as torch.ops' route.
+    op = DECLARED["my_rms_norm"]
+    args = op.arguments(33, torch.float32, device)
+
+    def step(function):
+        inputs = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) else a
+                  for a in args]  # fmt: skip
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as trace:
+            out = function(*inputs)
+            out.sum().backward()
+        passes = collections.Counter(
+            e.name for e in trace.events() if e.name.startswith("cuda_ext_example::")
+        )
+        return out, [a.grad for a in inputs if isinstance(a, torch.Tensor)], passes
+
+    fast_out, fast_grads, fast = step(cuda_ext_example.my_rms_norm)
+    public_out, public_grads, public = step(torch.ops.cuda_ext_example.my_rms_norm)
+    assert public["cuda_ext_example::my_rms_norm"] == 2
+    assert fast == {"cuda_ext_example::my_rms_norm": 1, "cuda_ext_example::my_rms_norm_backward": 1}
+    torch.testing.assert_close(fast_out, public_out, rtol=0, atol=0)
+    for ours, theirs in zip(fast_grads, public_grads, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
 
 
 def test_tracing_and_function_modes_see_the_public_op(op, device):
-    # The twin has no derivatives: a trace that recorded it would replay without
-    # gradients, so every trace and mode must see the public op even in no-grad calls.
+    # A trace that recorded a call below autograd would replay without gradients, so every
+    # trace and mode must see the public op even in no-grad calls.
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.overrides import TorchFunctionMode
 
@@ -220,8 +225,7 @@ def test_tracing_and_function_modes_see_the_public_op(op, device):
 @pytest.mark.parametrize("strict", [True, False], ids=["strict", "non_strict"])
 def test_export_records_the_public_op(op, device, strict):
     # torch.export, strict (dynamo) or not (the model run eagerly on fake tensors under a
-    # dispatch mode), must record the public op even in a no-grad call: an exported
-    # program with the twin in it would lose the op's gradient when trained.
+    # dispatch mode), must record the public op even in a no-grad call.
     class Model(torch.nn.Module):
         def forward(self, a, b):
             return op(a, b)
@@ -236,7 +240,7 @@ def test_export_records_the_public_op(op, device, strict):
 
 
 def test_fast_path_still_seen_by_dispatch_modes(op, device):
-    # Modes and fake tensors (TLS dispatch keys) must see the public op, not the twin.
+    # Modes and fake tensors (TLS dispatch keys) must see the public op.
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Log(TorchDispatchMode):
@@ -278,18 +282,34 @@ def test_scalar_type_errors_name_the_argument():
     tensors = op.sample((3,), torch.float32, "cpu")
     with pytest.raises(TypeError, match="my_adamw_step: step must be a Python int, got float"):
         cuda_ext_example.my_adamw_step(*tensors, lr=1e-3, step=1.5)
-    with pytest.raises(TypeError, match="missing a required argument: 'step'"):
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'step'"):
         cuda_ext_example.my_adamw_step(*tensors, lr=1e-3)
 
 
 def test_public_api():
     assert set(cuda_ext_example.__all__) >= {"my_add", "my_fast_add", "my_square", "__version__"}
-    info = cuda_ext_example.BUILD_INFO
-    declared = [op["name"] for op in info["ops"]] + [op["name"] for op in info["custom_ops"]]
-    assert list(cuda_ext_example.OP_NAMES) == declared
-    for name in cuda_ext_example.OP_NAMES:  # the declaration's doc, under its signature
-        doc = getattr(cuda_ext_example, name).__doc__
-        assert doc.startswith(f"{name}(") and op_checks.EVERY_OP[name]["doc"] in doc
+    assert set(cuda_ext_example.__all__) >= {"OP_NAMES", "SUPPORTED_DTYPES", "BUILD_INFO"}
+    assert (
+        tuple(getattr(torch, d) for d in cuda_ext_example.BUILD_INFO["dtypes"])
+        == cuda_ext_example.SUPPORTED_DTYPES
+    )
+
+
+def test_every_public_name_exists_where_the_ops_cannot_load(tmp_path):
+    # `python -m cuda_ext_example doctor` imports the package where its library cannot load
+    # (a torch too old): every name of __all__ must exist then too, or `import *` fails.
+    code = (
+        "import sys, torch\n"
+        "torch.__version__ = '2.0.0'\n"
+        "sys.orig_argv = [sys.executable, '-m', 'cuda_ext_example']\n"
+        "import cuda_ext_example as c\n"
+        "assert c.LOAD_ERROR is not None\n"
+        "missing = [n for n in c.__all__ if not hasattr(c, n)]\n"
+        "print('MISSING', missing)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=300)  # fmt: skip
+    assert "MISSING []" in run.stdout, run.stdout + run.stderr
 
 
 def test_public_route_gives_the_same_results_errors_and_gradients(device):
@@ -317,10 +337,9 @@ def test_fast_path_needs_every_private_api():
     assert fast_path.lookup() is not None  # this torch has them all
     assert fast_path.lookup(types.SimpleNamespace()) is None
     assert fast_path.lookup(forward_ad=types.SimpleNamespace()) is None
-    # without them: no twin call, the twin below autograd, no torch.func check
-    twin = torch.ops.cuda_ext_example._my_add_no_grad.default
+    # without them: no call below autograd, no torch.func check, every call the Function's
     overload = torch.ops.cuda_ext_example.my_add.default
-    assert fast_path.plain_call_to_twin(overload, twin, overload, private=None) is None
-    assert fast_path.below_autograd(twin, overload, private=None) is twin
+    assert fast_path.below_autograd(overload, private=None) is None
     assert fast_path.transformed(private=None) is False
-    assert fast_path.plain_call_to_twin(overload, None, overload) is None  # no twin
+    function = object()
+    assert fast_path.route(overload, None, function, overload, 2, private=None) is function

@@ -57,23 +57,15 @@ def test_recipe_op_passes_every_gate(recipe_clone):
     assert "<== gates: ok" in out
 
 
-def test_recipe_op_passes_its_tests_and_the_declared_op_tests(recipe_clone):
-    installed = make(recipe_clone, "install")  # the repaired wheel into the clone's venv
-    assert installed.returncode == 0, (installed.stdout + installed.stderr)[-4000:]
-    # The clone's venv borrows this venv's tools through a .pth file, scripts not included:
-    # pytest runs as a module (-P: the clone's root stays off sys.path).
-    args = ["tests/ops/test_my_softplus.py", "tests/ops/test_ops.py",
-            "tests/ops/test_torch_func.py", "tests/ops/test_torch_integration.py",
-            "-k", "my_softplus", "-p", "no:cacheprovider"]  # fmt: skip
-    run = subprocess.run(
-        [recipe_clone / ".venv" / "bin" / "python", "-P", "-m", "pytest", *args],
-        cwd=recipe_clone, capture_output=True, text=True,
-    )  # fmt: skip
+def test_the_authors_loop_builds_installs_and_tests_the_op(recipe_clone):
+    # The page's `make op OP=...`: a dev build of the clone (its other ops' device code from
+    # the cache), installed, then the op's own tests and its declared-op checks.
+    run = make(recipe_clone, "op", "OP=my_softplus")
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-4000:]
     passed = int(re.search(r"(\d+) passed", out).group(1))
-    assert passed >= 50, out[-2000:]  # its own two, the dtype/size/layout grid, torch.func
-    assert "failed" not in out.splitlines()[-1]
+    assert passed >= 15, out[-2000:]  # its own two, every size and layout, errors, autograd
+    assert "test_my_softplus.py" in out or "my_softplus" in out
 
 
 def test_doctor_and_the_smoke_test_name_the_recipe_op(recipe_clone):
