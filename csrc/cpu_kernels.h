@@ -4,7 +4,7 @@
 // floats), with the same parameters as the CUDA kernels
 // (elementwise_args.h).
 #pragma once
-#include <torch/csrc/stable/ops.h>
+#include "torch_versions.h"
 
 #include "elementwise_args.h"
 #include "host_float16.h"
@@ -39,7 +39,7 @@ void cpu_elementwise(const void* pointers, const void* scalars,
       if (Sig::kMutated & (1u << k)) p.in[k][off[k]] = v[k];
     for (int j = 0; j < Sig::kOutputs; ++j) p.out[j][i] = o[j];
   };
-  torch::stable::parallel_for(0, n, kCpuGrainSize,
+  cee::parallel_for(0, n, kCpuGrainSize,
                               [=](int64_t begin, int64_t end) noexcept {
                                 long long off[N];
                                 for (int64_t i = begin; i < end; ++i) {

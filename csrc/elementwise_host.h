@@ -22,6 +22,7 @@
 #include "new_tensors.h"
 #include "torch_boundary.h"
 #include "torch_cuda.h"
+#include "torch_versions.h"
 
 namespace cee {
 
@@ -130,10 +131,10 @@ void run_typed(const OpInfo& info, const Tensor (&given)[Sig::kInputs],
   const void* data[N + AtLeastOne<M>::value];
   for (int k = 0; k < N; ++k)
     data[k] = pointers.in[k] = static_cast<T*>(
-        (op.mutated & (1u << k)) ? in[k].mutable_data_ptr()
-                                 : const_cast<void*>(in[k].const_data_ptr()));
+        (op.mutated & (1u << k)) ? mutable_data(in[k])
+                                 : const_cast<void*>(const_data(in[k])));
   for (int j = 0; j < M; ++j)
-    data[N + j] = pointers.out[j] = static_cast<T*>(out[j].mutable_data_ptr());
+    data[N + j] = pointers.out[j] = mutable_data<T>(out[j]);
   typename Sig::template Scalars<C> scalars = Sig::template scalars<C>(values);
   const void* strided = same ? nullptr : &geometry;
   const int64_t n = shape.numel();

@@ -27,6 +27,7 @@
 #include "new_tensors.h"
 #include "torch_boundary.h"
 #include "torch_cuda.h"
+#include "torch_versions.h"
 
 namespace cee {
 
@@ -137,7 +138,7 @@ inline Tensor as_rows(const Tensor& t, Rows* out) {
   }
   out->stride = out->cols;
   return torch_call("copying to a contiguous tensor",
-                    [&] { return torch::stable::contiguous(t); });
+                    [&] { return cee::contiguous(t); });
 }
 
 // Same device, or an error naming both tensors.

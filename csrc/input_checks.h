@@ -7,6 +7,7 @@
 #include <string>
 
 #include "torch_boundary.h"
+#include "torch_versions.h"
 
 namespace cee {
 
@@ -124,12 +125,12 @@ inline void byte_span(const Tensor& t, uintptr_t* first, uintptr_t* last) {
   int64_t extent = 0;
   for (int64_t d = 0; d < t.dim(); ++d)
     if (t.size(d) > 1) extent += (t.size(d) - 1) * t.stride(d);
-  *first = (uintptr_t)t.const_data_ptr();
+  *first = (uintptr_t)const_data(t);
   *last = *first + (extent + 1) * t.element_size() - 1;
 }
 
 inline bool same_view(const Tensor& a, const Tensor& b) {
-  if (a.const_data_ptr() != b.const_data_ptr() || a.dim() != b.dim())
+  if (const_data(a) != const_data(b) || a.dim() != b.dim())
     return false;
   for (int64_t d = 0; d < a.dim(); ++d)
     if (a.size(d) != b.size(d) || (a.size(d) > 1 && a.stride(d) != b.stride(d)))

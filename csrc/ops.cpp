@@ -1,12 +1,16 @@
 // The torch registrations of every declared op, from the generated list
-// (cee_op_hosts.h, written by the build from ops/*/ops.toml): its schema, and
-// its host function (the core's elementwise one, or its own host.h) as its CPU,
-// CUDA and Meta kernel, boxed and guarded (torch_boundary.h), with the op set
-// as the running one (host_api.h) and its declared scalar checks run first.
-// Op-agnostic: a kernel author never edits this file. Uses only the LibTorch
-// stable ABI (TORCH_TARGET_VERSION 2.10), so one binary loads on every torch
-// >= 2.10. Built by zig (clang + its own static libc++) against glibc 2.17.
-#include <torch/csrc/stable/library.h>
+// (cee_op_hosts.h, written by the build from ops/*/ops.toml): its schema with
+// its tags, and its host function (the core's elementwise one, or its own
+// host.h) as its CPU, CUDA and Meta kernel, boxed and guarded
+// (torch_boundary.h), with the op set as the running one (host_api.h) and its
+// declared scalar checks run first. Op-agnostic: a kernel author never edits
+// this file. The LibTorch stable ABI's C registration, as its
+// STABLE_TORCH_LIBRARY macros make it, written out so that what torch 2.10
+// and 2.12 added (kernels registered with our ABI version, op tags) is used
+// where the running torch has it (torch_versions.h).
+#include <stdio.h>
+#include <string.h>
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
 
 // clang-format off: first, the op table names ops by it
 #include "op_namespace.h"
@@ -14,6 +18,7 @@
 #include "cee_generated.h"
 #include "cee_op_hosts.h"
 #include "torch_boundary.h"
+#include "torch_versions.h"
 
 namespace {
 
@@ -38,27 +43,80 @@ void run_op(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
 CEE_FOR_EACH_OP(CEE_BOXED)
 #undef CEE_BOXED
 
+// A failed registration cannot raise (it runs while torch loads the library):
+// it is printed, and the op is missing where Python looks for it.
+void registered(AOTITorchError error, const char* what, const char* name) {
+  if (error != AOTI_TORCH_SUCCESS)
+    fprintf(stderr, "%s: could not register %s of %s\n", CEE_NAMESPACE_STR,
+            what, name);
+}
+
+// The schema, with its tags ("pointwise,reduction") where torch takes tags in
+// the registration (2.12) and knows each of them.
+void define(TorchLibraryHandle library, const char* schema, const char* tags) {
+  int32_t numbers[8];
+  int32_t count = 0;
+  char name[64];
+  for (const char* t = tags; *t && count < 8;) {
+    size_t n = strcspn(t, ",");
+    snprintf(name, sizeof name, "%.*s", (int)n, t);
+    const int32_t number = torch_tag(name);
+    if (number >= 0) numbers[count++] = number;
+    t += n + (t[n] == ',');
+  }
+  auto with_tags = newer_torch().library_def_with_tags;
+  registered(count && with_tags ? with_tags(library, schema, numbers, count)
+                                : aoti_torch_library_def(library, schema),
+             "the schema", schema);
+}
+
 template <Backend kBackend>
-void register_kernels(torch::stable::detail::StableLibrary& m) {
-#define CEE_IMPL(name, schema, tags) m.impl(#name, boxed_##name<kBackend>);
+void implement(TorchLibraryHandle library) {
+  auto with_version = newer_torch().library_impl;
+#define CEE_IMPL(name, schema, tags)                                       \
+  registered(with_version ? with_version(library, #name,                   \
+                                         boxed_##name<kBackend>,           \
+                                         TORCH_TARGET_VERSION)             \
+                          : aoti_torch_library_impl(library, #name,        \
+                                                    boxed_##name<kBackend>), \
+             "a kernel", #name);
   CEE_FOR_EACH_OP(CEE_IMPL)
 #undef CEE_IMPL
 }
 
-}  // namespace
+// The registrations live as long as the library: torch removes them when the
+// handles are deleted.
+struct Registrations {
+  TorchLibraryHandle def = nullptr, cpu = nullptr, cuda = nullptr,
+                     meta = nullptr;
 
-STABLE_TORCH_LIBRARY(CEE_NAMESPACE, m) {
-#define CEE_DEF(name, schema, tags) m.def(schema);
-  CEE_FOR_EACH_OP(CEE_DEF)
+  Registrations() {
+    registered(aoti_torch_library_init_def(CEE_NAMESPACE_STR, __FILE__,
+                                           __LINE__, &def),
+               "the library", CEE_NAMESPACE_STR);
+#define CEE_DEF(name, schema, tags) define(def, schema, tags);
+    CEE_FOR_EACH_OP(CEE_DEF)
 #undef CEE_DEF
-}
+    init("CPU", &cpu);
+    implement<Backend::Cpu>(cpu);
+    init("CUDA", &cuda);
+    implement<Backend::Cuda>(cuda);
+    init("Meta", &meta);
+    implement<Backend::Meta>(meta);
+  }
 
-STABLE_TORCH_LIBRARY_IMPL(CEE_NAMESPACE, CPU, m) {
-  register_kernels<Backend::Cpu>(m);
-}
-STABLE_TORCH_LIBRARY_IMPL(CEE_NAMESPACE, CUDA, m) {
-  register_kernels<Backend::Cuda>(m);
-}
-STABLE_TORCH_LIBRARY_IMPL(CEE_NAMESPACE, Meta, m) {
-  register_kernels<Backend::Meta>(m);
-}
+  void init(const char* key, TorchLibraryHandle* library) {
+    registered(aoti_torch_library_init_impl(CEE_NAMESPACE_STR, key, __FILE__,
+                                            __LINE__, library),
+               "the kernels for", key);
+  }
+
+  ~Registrations() {
+    for (TorchLibraryHandle h : {meta, cuda, cpu, def})
+      if (h) aoti_torch_delete_library_object(h);
+  }
+};
+
+const Registrations registrations;
+
+}  // namespace

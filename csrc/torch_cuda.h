@@ -14,12 +14,13 @@ namespace cee {
 
 using GetCurrentCudaStream = AOTITorchError (*)(int32_t, void**);
 
+// Looked up once (a function-local static: initialized by one thread, only
+// read after), as torch has loaded its CUDA library by the time it loads ours.
 inline GetCurrentCudaStream find_current_stream_getter() {
-  static GetCurrentCudaStream cached = nullptr;
-  if (!cached)
-    cached = reinterpret_cast<GetCurrentCudaStream>(loaded_library_symbol(
-        CEE_TORCH_CUDA_LIBRARY, "aoti_torch_get_current_cuda_stream"));
-  return cached;
+  static const GetCurrentCudaStream getter =
+      reinterpret_cast<GetCurrentCudaStream>(loaded_library_symbol(
+          CEE_TORCH_CUDA_LIBRARY, "aoti_torch_get_current_cuda_stream"));
+  return getter;
 }
 
 inline GetCurrentCudaStream require_cuda_torch() {

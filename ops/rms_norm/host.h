@@ -89,11 +89,11 @@ inline Tensor rms_norm_forward(Tensor x, Tensor weight, double eps) {
   if (rows[0].rows == 0 || rows[0].cols == 0) return y;
   visit_dtype(dtype, [&](auto tag) {
     typedef decltype(tag) T;
-    const void* data[] = {xs.const_data_ptr(), ws.const_data_ptr(),
-                          y.const_data_ptr()};
+    const void* data[] = {cee::const_data(xs), cee::const_data(ws),
+                          cee::const_data(y)};
     const T* xp = static_cast<const T*>(data[0]);
     const T* wp = static_cast<const T*>(data[1]);
-    T* yp = static_cast<T*>(y.mutable_data_ptr());
+    T* yp = cee::mutable_data<T>(y);
     if (!x.is_cuda()) return forward_cpu<T>(xp, wp, yp, rows[0], eps);
     const cee::Rows out_rows = {rows[0].rows, rows[0].cols, rows[0].cols};
     const cee::Rows all[] = {rows[0], {1, rows[0].cols, 0}, out_rows};
@@ -193,11 +193,11 @@ inline std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad, Tensor x,
   visit_dtype(dtype, [&](auto tag) {
     typedef decltype(tag) T;
     typedef typename cee::Compute<T>::type A;
-    const T* gp = static_cast<const T*>(gs.const_data_ptr());
-    const T* xp = static_cast<const T*>(xs.const_data_ptr());
-    const T* wp = static_cast<const T*>(ws.const_data_ptr());
-    T* dxp = static_cast<T*>(dx.mutable_data_ptr());
-    T* dwp = static_cast<T*>(dw.mutable_data_ptr());
+    const T* gp = cee::const_data<T>(gs);
+    const T* xp = cee::const_data<T>(xs);
+    const T* wp = cee::const_data<T>(ws);
+    T* dxp = cee::mutable_data<T>(dx);
+    T* dwp = cee::mutable_data<T>(dw);
     if (!x.is_cuda())
       return backward_cpu<T>(gp, xp, wp, dxp, dwp, rows[0], rows[1], eps);
     const cee::Launch launch(x);
@@ -218,7 +218,7 @@ inline std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad, Tensor x,
     const long long some_rows = (n + 7) / 8;  // none without rows
     const int blocks = (int)(some_rows < resident ? some_rows : resident);
     Tensor partial = cee::new_empty(x, {blocks, cols}, cee::dtype_of<A>());
-    A* pp = static_cast<A*>(partial.mutable_data_ptr());
+    A* pp = cee::mutable_data<A>(partial);
     if (n > 0) {
       const long long grad_stride = rows[0].stride, x_stride = rows[1].stride;
       const long long dx_stride = cols;
