@@ -26,8 +26,8 @@ wheelhouse_of = $(if $(filter $(1),$(HOST_ARCH)),wheelhouse,build/$(1)/wheelhous
 DIST := $(call dist_of,$(ARCH))
 WHEELHOUSE := $(call wheelhouse_of,$(ARCH))
 
-.PHONY: help release test op wheel repair install inspect bench jit tune-wheel cpp format \
-	lock venv clean
+.PHONY: help release test test-oldest-torch op wheel repair install inspect bench jit \
+	tune-wheel cpp format lock venv clean
 
 release: $(STAMP) ## the main job: build, auditwheel show + repair, gates, twine check, upload to a local index, pip install, smoke test
 	$(foreach cpu,$(CPUS),$(MAKE) --no-print-directory wheel ARCH=$(cpu) &&) true
@@ -49,6 +49,22 @@ op: $(STAMP) ## the author's loop for one op: dev build, install, its tests (OP=
 	rm -f $(INSTALLED)
 	$(PYTHON) -m pip install -q --no-deps --force-reinstall $(DIST)/*.whl
 	$(PYTHON) -m pytest -m "" tests/ops -k "$(OP)" -p no:cacheprovider $(PYTEST_ARGS)
+
+# The op tests on the oldest torch the wheel supports (pyproject.toml torch-target), installed
+# by hash from requirements/oldest-torch.lock into a venv of its own that takes the test tools
+# from .venv (a .pth file, added after torch so that pip never sees .venv's torch): the same
+# repaired wheel, the same tests.
+OLDEST_TORCH := build/oldest-torch
+test-oldest-torch: install ## the op tests (tests/ops, every marker) on torch 2.9, the oldest the wheel supports
+	test -f $(OLDEST_TORCH)/.installed || { rm -rf $(OLDEST_TORCH) && \
+		$(PYTHON_BOOTSTRAP) -m venv $(OLDEST_TORCH) && \
+		$(OLDEST_TORCH)/bin/python -m pip install -q --require-hashes --no-deps \
+			-r requirements/oldest-torch.lock && \
+		$(PYTHON) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" \
+			> $$($(OLDEST_TORCH)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/project-tools.pth && \
+		touch $(OLDEST_TORCH)/.installed; }
+	$(OLDEST_TORCH)/bin/python -m pip install -q --no-deps --force-reinstall wheelhouse/*.whl
+	$(OLDEST_TORCH)/bin/python -m pytest -m "" tests/ops -p no:cacheprovider $(PYTEST_ARGS)
 
 # ARCHS="90" (or "90 120", "90@12.9" for another CUDA's NVRTC): a dev build, SASS for those
 # archs only and no PTX; its build record says so and the release gates refuse it.
@@ -135,6 +151,7 @@ lock: ## regenerate requirements/dev.lock and uv.lock: one universal, hashed loc
 		$(PYPI_ONLY) build/lock-venv/bin/pip install -q --require-hashes -r requirements/uv.lock)
 	$(UV_COMPILE) -o requirements/uv.lock requirements/uv.in
 	$(UV_COMPILE) -o requirements/dev.lock requirements/dev.in
+	$(UV_COMPILE) -o requirements/oldest-torch.lock requirements/oldest-torch.in
 
 # buildtools/setup_venv.py checks Python, the platform and the network first, and ends a
 # failure in one line.

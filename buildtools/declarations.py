@@ -236,6 +236,7 @@ class Declarations:
     dtypes: tuple[Dtype, ...]
     simple_block: int
     launch_shapes: launch_shapes.LaunchShapes
+    ops_dir: Path = OPS_DIR  # where the ops' files are: the NVRTC and host include folder
 
     @property
     def vector_shapes(self) -> tuple[launch_shapes.Shape, ...]:
@@ -279,8 +280,10 @@ def load(ops_dir: Path = OPS_DIR, pyproject: Path = config.ROOT / "pyproject.tom
     if not ops:
         raise OpDeclarationError(f"no op declared in {ops_dir}/*/ops.toml")
     ops.sort(key=lambda op: op.name)
-    _check_backward_calls(ops)
-    return Declarations(tuple(ops), dtypes, table["simple-block"], launch_shapes.load())
+    _check_backward_calls(ops, ops_dir)
+    return Declarations(
+        tuple(ops), dtypes, table["simple-block"], launch_shapes.load(), Path(ops_dir)
+    )
 
 
 def _fail(path: Path, problem: str):
@@ -482,6 +485,7 @@ def _checks(path, where, checks, arguments) -> tuple[str, ...]:
         if re.search(r"\b(and|or|not)\b", check):
             _fail(path, f"{where}: checks {check!r}: write &&, ||, ! (C++)")
         python = re.sub(r"!(?!=)", " not ", check.replace("&&", " and ").replace("||", " or "))
+        python = python.strip()
         _check_expression(path, f"{where} checks {check!r}", python, scalars, set(),
                           torch_allowed=False)  # fmt: skip
     return tuple(checks)
@@ -709,7 +713,7 @@ def _check_expression(path, key, expression, names, helpers, torch_allowed=True,
             _resolve_torch(path, key, _dotted(node, "torch"))
 
 
-def _check_backward_calls(ops: list[Op]) -> None:
+def _check_backward_calls(ops: list[Op], ops_dir: Path) -> None:
     """A backward may call other ops by name: every name it uses must be an argument, a
     result, a gradient, torch, reference.py's, the core's, or a declared op."""
     declared = {op.name for op in ops}
@@ -722,7 +726,7 @@ def _check_backward_calls(ops: list[Op]) -> None:
             {"grad", "out"} if n == 1 else {f"{p}{j}" for p in ("grad", "out") for j in range(n)}
         )
         if op.has_reference_module:
-            module = OPS_DIR / op.folder / "reference.py"
+            module = Path(ops_dir) / op.folder / "reference.py"
             if module.is_file():
                 known |= _module_functions(module.parent / "ops.toml", module)
         for node in ast.walk(ast.parse(op.backward, mode="eval")):

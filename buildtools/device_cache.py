@@ -26,7 +26,7 @@ from pathlib import Path
 
 CACHE_ENV = "CEE_DEVICE_CODE_CACHE"
 MAGIC = b"cee-device-code-1\n"
-INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
+INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)
 
 
 def default_root() -> Path | None:
@@ -45,16 +45,18 @@ class Headers:
 
     def __init__(self, include_dirs: list[Path]):
         self.include_dirs = [Path(d) for d in include_dirs]
-        self._files: dict[Path, tuple[bytes, list[bytes]]] = {}  # path -> (hash, includes)
+        self._files: dict[Path, tuple[bytes, list]] = {}  # path -> (hash, its includes)
 
     def _find(self, name: str, near: Path | None) -> Path | None:
+        """As the preprocessor looks: a quoted include next to its includer first (`near`),
+        then the include folders."""
         for folder in ([near] if near else []) + self.include_dirs:
             candidate = folder / name
             if candidate.is_file():
                 return candidate.resolve()
         return None  # a compiler built-in (NVRTC's own headers): part of the compiler
 
-    def _read(self, path: Path) -> tuple[bytes, list[bytes]]:
+    def _read(self, path: Path) -> tuple[bytes, list]:
         if path not in self._files:
             text = path.read_bytes()
             self._files[path] = (hashlib.sha256(text).digest(), INCLUDE.findall(text))
@@ -64,7 +66,7 @@ class Headers:
         """One hash of every header reachable from `source`, each by its include name and
         its content (an include under an #if is counted too: more than needed, never less)."""
         seen: dict[tuple[str, Path | None], bytes] = {}
-        todo = [(name, None) for name in INCLUDE.findall(source.encode())]
+        todo = [(name, None) for _, name in INCLUDE.findall(source.encode())]
         while todo:
             name, near = todo.pop()
             path = self._find(name.decode(), near)
@@ -75,7 +77,7 @@ class Headers:
                 continue
             content_hash, includes = self._read(path)
             seen[(name.decode(), path)] = content_hash
-            todo += [(child, path.parent) for child in includes]
+            todo += [(child, path.parent if quote == b'"' else None) for quote, child in includes]
         h = hashlib.sha256()
         for (name, _), content_hash in sorted(seen.items(), key=lambda kv: (kv[0][0], kv[1])):
             h.update(name.encode() + b"\0" + content_hash)
@@ -127,13 +129,15 @@ class DeviceCodeCache:
         meta = json.dumps({"lowered": lowered, "sha256": hashlib.sha256(image).hexdigest()})
         data = MAGIC + struct.pack("<Q", len(meta)) + meta.encode() + image
         path = self._path(key)
+        tmp = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
                 tmp.write(data)
             os.replace(tmp.name, path)
         except OSError:
-            return
+            if tmp is not None:
+                Path(tmp.name).unlink(missing_ok=True)
 
     def summary(self) -> str:
         damaged = f", {self.damaged} damaged entries rebuilt" if self.damaged else ""

@@ -128,6 +128,7 @@ class Program:
     cuda: str
     source: str
     expressions: tuple[str, ...]
+    ops_dir: Path = OPS_DIR
 
 
 @dataclass
@@ -140,17 +141,17 @@ class DeviceCode:
     seconds: dict[str, float] = field(default_factory=dict)  # library -> NVRTC seconds
 
 
-def _include_dirs(compiler: nvrtc.Compiler) -> list[Path]:
-    """csrc/ for the core's templates, ops/ for the rules and kernels (shared with the host
-    code), then the compiler's own CUDA headers."""
-    return [CSRC, OPS_DIR, *compiler.includes]
+def _include_dirs(compiler: nvrtc.Compiler, ops_dir: Path = OPS_DIR) -> list[Path]:
+    """csrc/ for the core's templates, the ops' folder for the rules and kernels (shared with
+    the host code), then the compiler's own CUDA headers."""
+    return [CSRC, Path(ops_dir), *compiler.includes]
 
 
-def _options(compiler: nvrtc.Compiler, with_paths: bool = True) -> list[str]:
+def _options(compiler: nvrtc.Compiler, ops_dir: Path = OPS_DIR, with_paths=True) -> list[str]:
     # --fmad=false: a * b + c stays two roundings unless a rule asks for fma (element_math.h).
     options = ["--std=c++17", "--fmad=false"]
     if with_paths:
-        options += [f"--include-path={d}" for d in _include_dirs(compiler)]
+        options += [f"--include-path={d}" for d in _include_dirs(compiler, ops_dir)]
     return options
 
 
@@ -164,7 +165,7 @@ def _compile_one(program: Program):
         image, lowered = compiler.nvrtc.compile(
             program.source,
             PROGRAM_NAME,
-            _options(compiler),
+            _options(compiler, program.ops_dir),
             list(program.expressions),
             program.target,
         )
@@ -195,7 +196,7 @@ def _cached_compile(programs: list[Program], jobs: int | None) -> list:
     if root is None:
         return _compile_all(programs, jobs)
     cache = device_cache.DeviceCodeCache(root)
-    headers: dict[str, device_cache.Headers] = {}
+    headers: dict[tuple, device_cache.Headers] = {}
     ids: dict[str, str] = {}
     keys = []
     for program in programs:
@@ -204,17 +205,19 @@ def _cached_compile(programs: list[Program], jobs: int | None) -> list:
             ids[program.cuda] = device_cache.compiler_id(
                 compiler.nvrtc.version(), compiler.nvrtc.path
             )
-            headers[program.cuda] = device_cache.Headers(_include_dirs(compiler))
+        where = (program.cuda, program.ops_dir)
+        if where not in headers:
+            headers[where] = device_cache.Headers(_include_dirs(compiler, program.ops_dir))
         # The include folders' contents are in the key, not their places: a fresh clone
         # elsewhere hits the same entries.
         keys.append(
             device_cache.program_key(
                 ids[program.cuda],
-                _options(compiler, with_paths=False),
+                _options(compiler, program.ops_dir, with_paths=False),
                 program.target,
                 program.source,
                 program.expressions,
-                headers[program.cuda].digest(program.source),
+                headers[where].digest(program.source),
             )
         )
     results: list = []
@@ -242,7 +245,7 @@ def compile_kernels(
     sources = {op.name: kernel_source(decl, op) for op in decl.ops}
     programs = [
         Program(library, op.name, dtype, target, compiler.cuda, sources[op.name],
-                tuple(dict.fromkeys(expressions)))
+                tuple(dict.fromkeys(expressions)), decl.ops_dir)
         for library, (op, dtype, expressions) in by_library.items()
         for target, compiler in compilers.items()
     ]  # fmt: skip

@@ -21,6 +21,13 @@ TREE = ("csrc", "ops", "tuning", "buildtools", "src", "requirements", "setup.py"
         "pyproject.toml", "README.md", "LICENSE", "MANIFEST.in")  # fmt: skip
 
 
+def build_env(tmp_path: Path) -> dict:
+    """make wheel's environment with one NVRTC 12.9 target (the failure comes before any
+    other work) and a device-code cache of the test's own."""
+    return {**os.environ, "CEE_SASS_ARCHS": "120",
+            "CEE_DEVICE_CODE_CACHE": str(tmp_path / "device-code-cache")}  # fmt: skip
+
+
 def last_lines(stderr: str, lines: int) -> list[str]:
     return [line for line in stderr.rstrip().splitlines() if line.strip()][-lines:]
 
@@ -40,15 +47,13 @@ def test_broken_kernel_ends_with_nvrtc_error_and_the_step(tmp_path):
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        # One NVRTC 12.9 target: the failure comes before any other work.
-        env={**os.environ, "CEE_SASS_ARCHS": "120"},
+        env=build_env(tmp_path),
     )
     assert run.returncode != 0
     assert "Traceback" not in run.stderr, run.stderr
     tail = last_lines(run.stderr, 4)
     step = (
-        "error: building cuda_ext_example failed at: device code "
-        "(NVRTC: ops/*/rule.h over csrc/elementwise_kernels.cuh)"
+        "error: building cuda_ext_example failed at: device code (NVRTC: the ops' kernels, ops/*/)"
     )
     assert tail[-1] == step
     assert re.fullmatch(r'\d+ errors? detected in the compilation of "device_code.cu"\.', tail[-2])
@@ -69,8 +74,7 @@ def test_a_bad_declaration_ends_with_its_file_key_and_the_step(tmp_path):
     declaration.write_text(declaration.read_text().replace("torch.square(", "torch.sqare("))
     run = subprocess.run(
         [sys.executable, "-m", "buildtools.build_wheel", "dist"],
-        cwd=tmp_path, capture_output=True, text=True,
-        env={**os.environ, "CEE_SASS_ARCHS": "120"},
+        cwd=tmp_path, capture_output=True, text=True, env=build_env(tmp_path),
     )  # fmt: skip
     assert run.returncode != 0
     assert "Traceback" not in run.stderr, run.stderr
@@ -78,7 +82,9 @@ def test_a_bad_declaration_ends_with_its_file_key_and_the_step(tmp_path):
     assert (
         tail[-1] == "error: building cuda_ext_example failed at: op declarations (ops/*/ops.toml)"
     )
-    assert tail[-2].startswith("ops/square/ops.toml: reference: torch.sqare does not exist")
+    assert tail[-2].startswith(
+        "ops/square/ops.toml: [[op]] my_square reference: torch.sqare does not exist"
+    )
 
 
 def test_broken_host_code_ends_with_zig_error_and_the_step(tmp_path):
@@ -125,17 +131,19 @@ def test_dev_build_of_an_undeclared_arch_names_the_fix():
         config.load(dev_spec="87")
 
 
-def test_kernels_compile_with_both_nvrtcs():
+def test_kernels_compile_with_both_nvrtcs(tmp_path, monkeypatch):
     # The same source through NVRTC 12.0 (with CUDA 12.0's headers) and 12.9, for sm_70 and
     # sm_90; on sm_70 the bf16 add rounds through float in software (cuda_bf16.hpp's
     # __float2bfloat16_rn below sm_80, as torch's own sm_70 kernels do), from sm_80 on with
     # the cvt.rn.bf16.f32 instruction.
-    from buildtools import device_code
+    from buildtools import declarations, device_code, nvrtc
 
+    monkeypatch.setenv("CEE_DEVICE_CODE_CACHE", str(tmp_path / "device-code-cache"))
+    decl = declarations.load()
     targets = ("compute_70", "compute_80", "sm_70", "sm_90")
     for cuda in ("12.0", "12.9"):
-        compilers = {t: device_code.compiler_for(cuda) for t in targets}
-        libraries, lowered = device_code.compile_kernels(compilers)
+        compilers = {t: nvrtc.compiler_for(cuda) for t in targets}
+        libraries, lowered, _ = device_code.compile_kernels(decl, compilers)
         images = libraries["my_add_bfloat16"]
         assert images["sm_70"][:4] == images["sm_90"][:4] == b"\x7fELF"
         assert "cee::elementwise_simple<cee_rule_add::Signature, __nv_bfloat16>" in lowered

@@ -1,11 +1,19 @@
-"""The build record says honestly what a wheel was built from."""
+"""The build record says honestly what a wheel was built from, and every op in one list."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
-from buildtools.build_ext import git_state
+from buildtools import declarations
+from buildtools.build_ext import declared_record, git_state
+
+# What the record says of each op (the Python side is made from it), and of each argument.
+OP_KEYS = ["name", "folder", "schema", "arguments", "outputs", "dtypes", "reference",
+           "tolerance", "samples", "backward", "jvp", "broadcasts", "kernel", "checks", "tags",
+           "doc"]  # fmt: skip
+ARGUMENT_KEYS = ["name", "type", "default", "sample", "mutable", "number"]
 
 
 def git(root: Path, *args: str) -> None:
@@ -41,3 +49,21 @@ def test_an_uncommitted_or_new_op_file_makes_the_build_dirty(tmp_path):
 def test_outside_a_git_checkout_the_record_says_so(tmp_path):
     commit, dirty = git_state(tmp_path)
     assert commit.startswith("unknown") and dirty is False
+
+
+def test_the_record_lists_every_op_of_both_kinds_alike(cfg):
+    decl = declarations.load()
+    record = json.loads(json.dumps(declared_record(cfg, "x86_64", decl)))  # as written
+    assert "custom_ops" not in record
+    assert [op["name"] for op in record["ops"]] == [op.name for op in decl.ops]
+    for op in record["ops"]:
+        assert list(op) == OP_KEYS, op["name"]
+        assert all(list(argument) == ARGUMENT_KEYS for argument in op["arguments"]), op["name"]
+    ops = {op["name"]: op for op in record["ops"]}
+    # an op with a rule (the core's kernel, broadcasting) and one with its own kernels
+    assert (ops["my_fast_add"]["kernel"], ops["my_fast_add"]["broadcasts"]) == ("vectorized", True)
+    assert (ops["my_rms_norm"]["kernel"], ops["my_rms_norm"]["broadcasts"]) == (None, False)
+    assert ops["my_rms_norm"]["checks"] == ["eps >= 0"]
+    assert ops["my_rms_norm"]["outputs"] == ["out"]
+    assert ops["my_rms_norm_backward"]["outputs"] == ["dx", "dweight"]
+    assert record["device_libraries"] == decl.libraries

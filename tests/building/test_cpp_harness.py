@@ -201,6 +201,7 @@ def test_make_cpp_with_an_unknown_arch_says_so_in_one_line(tmp_path):
         [sys.executable, "-m", "buildtools.harness", "--sass", "999", "--no-ptx",
          "--out", str(tmp_path / "harness")],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "CEE_DEVICE_CODE_CACHE": str(tmp_path / "device-code-cache")},
     )  # fmt: skip
     assert run.returncode == 1
     assert "Traceback" not in run.stderr

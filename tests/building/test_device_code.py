@@ -1,8 +1,10 @@
 """The device-code build itself (buildtools/device_code.py): same source, same bytes; one
-library (NVRTC program, fatbin) per op and dtype."""
+library (NVRTC program, fatbin) per op and dtype. Each test compiles into a device-code cache
+of its own (the two-process test with none: each process must compile), never the user's."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +14,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.release  # needs the build's NVRTCs
 
+
+@pytest.fixture(autouse=True)
+def device_code_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CEE_DEVICE_CODE_CACHE", str(tmp_path / "device-code-cache"))
+
+
 COMPILE = """
 import hashlib, sys
-from buildtools import device_code
-images, _ = device_code.compile_kernels({"sm_90": device_code.compiler_for(sys.argv[1])})
+from buildtools import declarations, device_code, nvrtc
+decl = declarations.load()
+images, _, _ = device_code.compile_kernels(decl, {"sm_90": nvrtc.compiler_for(sys.argv[1])})
 print(hashlib.sha256(b"".join(images[lib]["sm_90"] for lib in sorted(images))).hexdigest())
 """
 
@@ -25,10 +34,11 @@ def test_same_source_same_cubin_in_two_processes(cuda):
     # NVRTC 12.0 names nv/target's internal variables after a module id that holds the
     # process id unless the file has an external function (device_code.kernel_source says so):
     # two processes, two process ids, one cubin per library (every program has the anchor).
+    # No device-code cache: the second process would be given the first one's bytes.
     digests = {
         subprocess.run(
             [sys.executable, "-c", COMPILE, cuda], cwd=ROOT, capture_output=True, text=True,
-            check=True,
+            check=True, env={**os.environ, "CEE_DEVICE_CODE_CACHE": "off"},
         ).stdout.strip()
         for _ in range(2)
     }  # fmt: skip
@@ -40,14 +50,14 @@ def test_the_anchor_is_what_makes_it_reproducible():
     # above can fail).
     import re
 
-    from buildtools import device_code
+    from buildtools import declarations, device_code, nvrtc
 
-    for op in device_code.ops.declared_ops():  # one program per op, each with its anchor
-        source = device_code.kernel_source([op])
+    decl = declarations.load()
+    for op in decl.ops:  # one program per op (and dtype), each with its anchor
+        source = device_code.kernel_source(decl, op)
         assert 'extern "C" __device__ void cee_reproducible_module_id() {}' in source
     plain = 'extern "C" __global__ void k(float *x) { x[threadIdx.x] += 1; }\n'
-    nvrtc = device_code.compiler_for("12.0").nvrtc
-    ptx, _ = nvrtc.compile(
+    ptx, _ = nvrtc.compiler_for("12.0").nvrtc.compile(
         plain.replace('extern "C" ', "template <int> "), "t.cu", [], [], "compute_90"
     )
     assert re.search(rb"_INTERNAL_00000000_\d+_t_cu_[0-9a-f]{8}_\d+", ptx)  # hash _ pid
@@ -58,12 +68,10 @@ def test_nvrtc_12_0_leaves_the_locale_alone():
     # the restore, Python decoded later subprocess output as ASCII (tests failed after it).
     import locale
 
-    from buildtools import device_code
+    from buildtools import nvrtc
 
     before = locale.getpreferredencoding(False)
-    device_code.compiler_for("12.0").nvrtc.compile(
-        "__global__ void k() {}", "k.cu", [], [], "sm_90"
-    )
+    nvrtc.compiler_for("12.0").nvrtc.compile("__global__ void k() {}", "k.cu", [], [], "sm_90")
     assert locale.getpreferredencoding(False) == before
 
 
@@ -79,13 +87,14 @@ EVICT_FIRST = [
 def test_evict_first_loads_compile_for_every_arch_and_hint_only_from_sm_80(cuda):
     # The fatbin has SASS from sm_50 on: createpolicy and the L2 cache-hint loads need sm_80,
     # below it the kernel takes the read-only load (#if __CUDA_ARCH__ >= 800).
-    from buildtools import device_code
+    from buildtools import declarations, device_code, nvrtc
 
-    compiler = device_code.compiler_for(cuda)
+    compiler = nvrtc.compiler_for(cuda)
     options = ["--std=c++17", f"--include-path={device_code.CSRC}",
-               f"--include-path={device_code.ops.OPS_DIR}",
+               f"--include-path={device_code.OPS_DIR}",
                *(f"--include-path={d}" for d in compiler.includes)]  # fmt: skip
-    source = device_code.kernel_source(device_code.ops.declared_ops())
+    decl = declarations.load()
+    source = device_code.kernel_source(decl, next(op for op in decl.ops if op.name == "my_add"))
 
     def compile_for(target: str) -> bytes:
         image, lowered = compiler.nvrtc.compile(
@@ -109,8 +118,9 @@ def test_evict_first_loads_compile_for_every_arch_and_hint_only_from_sm_80(cuda)
 
 def test_two_rules_may_name_their_helpers_alike(tmp_path):
     """Each rule.h is included in a namespace of its folder's own: two rules that both
-    define `helper` compile together, for the GPU (NVRTC) and the host (zig c++)."""
-    from buildtools import device_code, ops, signatures
+    define `helper` compile together, for the GPU (NVRTC) and the host (zig c++: the op table
+    holds every rule)."""
+    from buildtools import declarations, device_code, nvrtc, signatures
 
     for folder, factor in (("twice", 2), ("thrice", 3)):
         (tmp_path / folder).mkdir()
@@ -124,16 +134,20 @@ def test_two_rules_may_name_their_helpers_alike(tmp_path):
             f'rule = "Scale"\ninputs = ["x"]\ndtypes = ["float32"]\n'
             f'reference = "x * {factor}"\n[[op]]\nname = "my_{folder}"\nkernel = "simple"\n'
         )
-    declared = ops.declared_ops(tmp_path)
-    source = device_code.kernel_source(declared)
-    compiler = device_code.compiler_for("12.9")
+    decl = declarations.load(tmp_path)
+    dtypes = [d.name for d in decl.dtypes]
+    # Both rules in one program (the build compiles one op's per program; one translation
+    # unit with both is what must not collide).
+    source = '#include "elementwise_kernels.cuh"\n' + signatures.rules_source(decl.ops, dtypes)
+    compiler = nvrtc.compiler_for("12.9")
     options = ["--std=c++17", f"--include-path={device_code.CSRC}", f"--include-path={tmp_path}",
                *(f"--include-path={d}" for d in compiler.includes)]  # fmt: skip
-    names = [k.expression for k in ops.instances(declared, ops.elementwise())]
+    names = [k.expression for k in device_code.instances(decl)]
+    assert {k.op for k in device_code.instances(decl)} == {"my_twice", "my_thrice"}
     image, lowered = compiler.nvrtc.compile(source, "two.cu", options, names, "sm_90")
     assert image[:4] == b"\x7fELF" and set(lowered) == set(names)
     host = tmp_path / "host.cpp"
-    host.write_text(signatures.rules_source(declared, ["float32"]))
+    host.write_text(signatures.rules_source(decl.ops, dtypes))
     subprocess.run(
         [sys.executable, "-m", "ziglang", "c++", "-std=c++17", "-c", "-o", tmp_path / "host.o",
          f"-I{device_code.CSRC}", f"-I{tmp_path}", host],
@@ -145,37 +159,40 @@ def test_one_library_per_op_and_dtype_holding_its_own_kernels_only():
     # Each op and dtype is its own NVRTC program (the core's templates and that op's rule.h)
     # and its own fatbin: the first call of an op in a dtype loads those kernels alone. A
     # kernel two ops share (my_add's simple kernel is my_fast_add's too) is in both.
-    from buildtools import device_code
+    from buildtools import declarations, device_code, nvrtc
     from scripts.inspect import binary_info
 
-    declared, custom = device_code.every_op()
-    kernels = device_code.ops.instances(declared, device_code.ops.elementwise())
-    images, lowered = device_code.compile_kernels({"sm_90": device_code.compiler_for("12.9")})
-    assert list(images) == device_code.libraries(declared, custom)
+    decl = declarations.load()
+    kernels = device_code.instances(decl)
+    images, lowered, _ = device_code.compile_kernels(decl, {"sm_90": nvrtc.compiler_for("12.9")})
+    assert list(images) == decl.libraries
     own: dict[str, set[str]] = {}
-    for op in custom:  # its own kernels, every instance the declaration lists
-        for i in op.instances():
-            library = device_code.library_name(op.name, i[1])
-            own.setdefault(library, set()).add(lowered[op.expression(*i)])
-    for k in kernels:
-        library = device_code.library_name(k.op, k.dtype.name)
-        own.setdefault(library, set()).add(lowered[k.expression])
+    for op in decl.ops:  # an op's own kernels: every instance its declaration lists
+        for template, dtype, values in op.instances():
+            library = declarations.library_name(op.name, dtype)
+            own.setdefault(library, set()).add(lowered[op.expression(template, dtype, values)])
+    for k in kernels:  # every instance, the core's elementwise ones too
+        own.setdefault(k.library, set()).add(lowered[k.expression])
     assert set(own) == set(images)
     for library, names in own.items():
         found = {n for n in binary_info.cubin_kernels(images[library]["sm_90"]) if "$" not in n}
         assert found == names, library  # not the math library's subroutines ("$...")
-    for op in declared:
-        source = device_code.kernel_source([op])
-        assert source.count("/rule.h") == 1 and op.rule_header in source
+    for op in decl.ops:  # one op's code per program: its rule, or its own kernels.cuh
+        source = device_code.kernel_source(decl, op)
+        own_header = f"{op.folder}/rule.h" if op.elementwise else f"{op.folder}/kernels.cuh"
+        assert source.count("/rule.h") + source.count("/kernels.cuh") == 1
+        assert f'#include "{own_header}"' in source, op.name
 
 
 def test_each_fatbin_is_named_after_its_library(tmp_path):
     # nvFatbin's identifier of every entry is the library's name (op_dtype): what cuobjdump
     # prints (my_add_float32.sm_90.cubin) and what the gates and inspect read from the section.
-    from buildtools import device_code
+    from buildtools import build_ext, declarations
     from scripts.inspect import binary_info
 
-    code = device_code.write_device_code(tmp_path, {"sm_90": "12.0", "compute_120": "12.9"}, "t")
+    code = build_ext.write_device_code(
+        tmp_path, declarations.load(), {"sm_90": "12.0", "compute_120": "12.9"}, "t"
+    )
     section = b""
     for name, fatbin in code.fatbins.items():
         (read,) = binary_info.fatbins(fatbin)

@@ -35,12 +35,14 @@ print("wrong", wrong)
 def test_jit_builds_this_checkout_and_its_cpu_kernels_match(tmp_path):
     run = subprocess.run(
         [sys.executable, "-c", CODE], cwd=ROOT, capture_output=True, text=True, timeout=1200,
-        env={**os.environ, "HOME": str(tmp_path)},  # a fresh build cache
+        # a fresh build cache and device-code cache
+        env={**os.environ, "HOME": str(tmp_path),
+             "CEE_DEVICE_CODE_CACHE": str(tmp_path / "device-code-cache")},
     )  # fmt: skip
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
-    from buildtools import custom_ops, ops
+    from buildtools import declarations
 
-    names = sorted(op.name for op in ops.declared_ops() + custom_ops.declared())
+    names = sorted(op.name for op in declarations.load().ops)
     assert f"namespace cuda_ext_example_jit ops {names}" in run.stdout
     assert "wrong []" in run.stdout
 

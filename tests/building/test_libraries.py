@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from buildtools import config, device_code, ops
+from buildtools import codegen, config, declarations, device_code, nvrtc
 from cuda_ext_example import BUILD_INFO
 from scripts.inspect import binary_info
 
@@ -22,33 +22,36 @@ def c_array(header: str, name: str) -> list[str]:
     return [item.strip() for item in re.sub(r"//[^\n]*", "", body).split(",") if item.strip()]
 
 
-def library_kernels(declared, custom) -> list[tuple[str, str]]:
-    """(library, expression) of every kernel instance, in the launcher's kernel order."""
-    kernels = [
-        (device_code.library_name(k.op, k.dtype.name), k.expression)
-        for k in ops.instances(declared, ops.elementwise())
+def library_kernels(decl: declarations.Declarations) -> list[tuple[str, str]]:
+    """(library, expression) of every kernel instance, in the launcher's kernel order: by op
+    (the core's elementwise instances, or the op's own templates), then dtype."""
+    kernels = [(k.library, k.expression) for k in device_code.instances(decl)]
+    own = [
+        (declarations.library_name(op.name, dtype), op.expression(template, dtype, values))
+        for op in decl.ops
+        for dtype in op.dtypes
+        for template, d, values in op.instances()
+        if d == dtype
     ]
-    kernels += [
-        (device_code.library_name(op.name, i[1]), op.expression(*i))
-        for op in custom
-        for i in op.instances()
-    ]
+    assert [k for k in kernels if not k[1].startswith("cee::")] == own  # in the listed order
     return kernels
 
 
 def test_generated_table_maps_each_kernel_to_its_library():
     # No NVRTC needed: the table from the declarations, with made-up lowered names.
-    declared, custom = device_code.every_op()
-    kernels = library_kernels(declared, custom)
-    every = device_code.libraries(declared, custom)
+    decl = declarations.load()
+    kernels = library_kernels(decl)
+    every = decl.libraries
     assert "my_add_float32" in every and "my_rms_norm_bfloat16" in every
-    assert len(every) == sum(len(op.dtypes) for op in [*declared, *custom])
+    assert len(every) == sum(len(op.dtypes) for op in decl.ops)
     code = device_code.DeviceCode(
         {name: b"" for name in every},
         {expression: f"lowered_{i}" for i, (_, expression) in enumerate(kernels)},
         "NVRTC test",
     )
-    header = device_code.generated_header(code, "test", config.load(dev_spec=""))
+    header = codegen.op_table(
+        decl, device_code.instances(decl), code, config.load(dev_spec=""), "test"
+    )
     names = [n.strip('"') for n in c_array(header, "cee_library_names")]
     assert names == every
     assert f"#define CEE_NUM_LIBRARIES {len(every)}" in header
@@ -61,9 +64,10 @@ def test_generated_table_maps_each_kernel_to_its_library():
 
 def test_the_table_refuses_device_code_of_other_libraries():
     # One fatbin for every op (the layout before libraries per op) is not this table's.
+    decl = declarations.load()
     code = device_code.DeviceCode({"all_ops": b""}, {}, "NVRTC test")
-    with pytest.raises(device_code.DeviceCodeError, match=r"libraries \['all_ops'\], not"):
-        device_code.generated_header(code, "test", config.load(dev_spec=""))
+    with pytest.raises(nvrtc.DeviceCodeError, match=r"libraries \['all_ops'\], not"):
+        codegen.op_table(decl, device_code.instances(decl), code, config.load(dev_spec=""), "test")
 
 
 @pytest.fixture(scope="module")
@@ -77,18 +81,18 @@ def extension():
 
 @pytest.mark.wheel
 def test_nv_fatbin_holds_one_fatbin_per_op_and_dtype_with_its_own_kernels(extension):
-    declared, custom = device_code.every_op()
+    decl = declarations.load()
     fatbins = binary_info.embedded_fatbins(extension)
-    assert [f.name for f in fatbins] == device_code.libraries(declared, custom)
+    assert [f.name for f in fatbins] == decl.libraries
     sass = BUILD_INFO["sass_archs"]
     ptx = [BUILD_INFO["ptx_arch"].replace("compute_", "sm_")] if BUILD_INFO["ptx_arch"] else []
     for fatbin in fatbins:
         assert fatbin.archs("sass") == sass and fatbin.archs("ptx") == ptx, fatbin.name
     own: dict[str, set[str]] = {}
-    for library, expression in library_kernels(declared, custom):
+    for library, expression in library_kernels(decl):
         own.setdefault(library, set()).add(expression)
-    folder = {device_code.library_name(op.name, d): op.folder
-              for op in [*declared, *custom] for d in op.dtypes}  # fmt: skip
+    folder = {declarations.library_name(op.name, d): op.folder
+              for op in decl.ops for d in op.dtypes}  # fmt: skip
     for fatbin in fatbins:
         for entry in fatbin.entries:
             if entry.kind != "sass":

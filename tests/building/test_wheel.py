@@ -74,15 +74,15 @@ def test_metadata_requires_torch_and_python(wheel):
 
 
 def test_the_package_is_what_a_user_of_the_ops_needs(wheel):
-    # The ops (both kinds), their loader, doctor and the smoke test; inspect's readers and the JIT
-    # loader are repository tools (scripts/inspect/, scripts/jit/).
+    # The ops (one Python face for every op: ops.py), their loader, doctor and the smoke test;
+    # inspect's readers and the JIT loader are repository tools (scripts/inspect/, scripts/jit/).
     # The ops' reference functions (ops/<rule>/reference.py) ride along for doctor.
     with zipfile.ZipFile(wheel) as zf:
         modules = {n.split("/", 1)[1] for n in zf.namelist() if n.endswith(".py")}
     references = {f"op_references/{p.parent.name}.py" for p in ROOT.glob("ops/*/reference.py")}
     assert references and modules == {
         "__init__.py", "__main__.py", "_build_info.py", "_launch_shapes.py", "_loader.py",
-        "custom_ops.py", "doctor.py", "fast_path.py", "op_checks.py", "ops.py", "smoke_test.py",
+        "doctor.py", "fast_path.py", "op_checks.py", "ops.py", "smoke_test.py",
         "torch_errors.py", "op_references/__init__.py", *references,
     }  # fmt: skip
 
