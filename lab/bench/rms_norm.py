@@ -170,8 +170,7 @@ TOLERANCE = {
     "bfloat16": {"rtol": 5e-2, "atol": 5e-2},
 }
 # dx, then dweight: a sum over up to 65536 rows of terms rounded in other ways, whose
-# difference grows with sqrt(rows): Liger's bfloat16 dweight at 65536x16384 was 2.1 off
-# torch's in one column of sums whose spread is about 256.
+# difference grows with sqrt(rows), so bfloat16's absolute tolerance is wide.
 TRAIN_TOLERANCE = {
     "float32": [TOLERANCE["float32"], {"rtol": 1e-3, "atol": 1e-2}],
     "bfloat16": [TOLERANCE["bfloat16"], {"rtol": 5e-2, "atol": 4.0}],

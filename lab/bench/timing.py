@@ -128,13 +128,11 @@ def interleaved_ms(
     """name -> the median GPU ms of its calls, from ONE do_bench over a function that runs the
     calls in turn.
 
-    Why one do_bench for all: a GPU can run every kernel of one 40-100 ms stretch 0.5-1 us
-    slower than in the next. With a do_bench each, that offset falls on one implementation and
-    not on the next; called in turn they all sample the same stretches. The turn goes forward
-    then backward (x y z z y x ...), because alternate calls of one kernel can differ by a few
-    percent for a whole do_bench, and plain turns (x y x y) would pin each implementation to
-    one of the two. Each call runs once first, so that a compile or a first load stays out of
-    do_bench's estimate of the time per call (which sets how many calls it times)."""
+    One do_bench for all, so that a GPU's slow stretches fall on every implementation alike;
+    the turn goes forward then backward (x y z z y x ...), so that an alternate-call effect
+    pins none to odd or even calls (docs/PERFORMANCE.md says what each cancels). Each call
+    runs once first, so that a compile or a first load stays out of do_bench's estimate of the
+    time per call (which sets how many calls it times)."""
     if do_bench is None:
         from triton.testing import do_bench
     names = list(calls)

@@ -43,21 +43,17 @@ from buildtools.ops import DTYPES
 # What `python -m lab.tune measure` writes and `table` reads: one CSV per GPU, list and date.
 MEASUREMENTS = Path(__file__).resolve().parent / "measurements"
 
-# Every carried shape adds about 20 kernels to the wheel (an evict-first twin of a shape counts
-# as one more shape); eight cover the measured GPUs within a fraction of a percent.
+# Every carried shape (an evict-first twin counts as one) costs about 20 kernels of the wheel.
 MAX_SHAPES = 8
-# A size keeps the shape below it within the cell's spread, but never one more than 0.2% slower
-# (a few-microsecond cell's spread, 5-15%, would keep anything, while shapes timed in turn move
-# only 0.1-0.3% against each other between rounds).
+# A size keeps the shape below it within the cell's spread, but a small cell's spread would
+# keep anything: never one more than 0.2% slower (docs/PERFORMANCE.md, launch-shape tuning).
 MAX_TOLERANCE = 0.002
-# The carried shapes are picked on the bandwidth-bound sizes (>= 1 MiB per tensor): below it a
-# kernel takes a few microseconds and a cell's spread (5-15%) is larger than any shape's effect.
+# Picked on the bandwidth-bound sizes (>= 1 MiB per tensor), where a shape's effect is above
+# the noise.
 PICK_FROM_BYTES = 2**20
 NOT_SHAPES = ("reference", "copy")
-# Evict-first loads only where a pipeline keeps their gain: at 4-16 MiB per tensor they stay
-# 1-3% ahead when another op follows, while from 32 MiB the next op pays for the lines they
-# left dirty. The tuner times each shape alone after an L2 flush, which would pick them up to
-# 32 MiB, so their measurements outside these sizes are not used.
+# Evict-first loads only where a following op keeps their gain; the tuner, timing each shape
+# alone after an L2 flush, cannot see that, so their measurements elsewhere are not used.
 EVICT_FIRST_BYTES = (4 * 2**20, 16 * 2**20)
 
 

@@ -40,8 +40,7 @@ DTYPES = ("float32", "bfloat16")
 LOG2_BYTES = range(16, 31)  # bytes of one tensor: 64 KiB .. 1 GiB
 QUICK_LOG2_BYTES = (16, 22, 28)
 REFERENCE, COPY = "reference", "copy"
-# Rounds per cell: at 1-16 MiB per tensor the shapes differ by less than the rounds' spread,
-# so more rounds steady the medians.
+# Rounds per cell: mid-size shapes differ by less than the rounds' spread; more steady them.
 ROUNDS = 5
 
 
@@ -131,9 +130,8 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
 
 def vs_reference(times: dict[str, list[float]]) -> dict[str, tuple[float, float]]:
     """label -> (the median over rounds of its time over the reference's in that round, the
-    spread of that ratio: (largest - smallest) / median). A cell's rounds move together: at
-    32-64 MiB per tensor each shape's own time spreads 1-4% over the rounds, more than the
-    shapes differ (0.1-0.5%), so each one's own median time would rank them by which rounds
+    spread of that ratio: (largest - smallest) / median). A cell's rounds move together, more
+    than the shapes differ, so each one's own median time would rank them by which rounds
     their medians fell in."""
     reference = times[REFERENCE]
     out = {}
