@@ -126,7 +126,7 @@ def cmd_suite(args) -> int:
             return 2
         log = Log(args.log)
         log.write(f"wheel: {args.wheel.name}\n{facts_in(env)}")
-        # -P: keep the source tree's cwd off sys.path; pytest adds the root for scripts/.
+        # -P: keep the source tree's cwd off sys.path; pytest adds the root for scripts/, lab/.
         return log.run(
             "pytest",
             [sys.executable, "-P", "-m", "pytest", *pytest_targets(args.pytest_args), "-p",

@@ -528,7 +528,7 @@ def test_bench_modules_import_no_gpu_stack():
         "adamw",
         "rms_norm",
     ):
-        source = (ROOT / "scripts" / "bench" / f"{name}.py").read_text()
+        source = (ROOT / "lab" / "bench" / f"{name}.py").read_text()
         top_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
         assert not [line for line in top_level if "torch" in line or "triton" in line], name
 

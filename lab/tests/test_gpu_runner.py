@@ -26,6 +26,7 @@ def test_suite_runs_every_test_unless_tests_are_named():
 def test_named_tests_run_alone():
     assert pytest_targets(["tests/building/test_wheel.py", "tests/tools/test_inspect.py"]) == []
     assert pytest_targets(["tests/building/test_wheel.py::test_wheel_size", "-x"]) == []
+    assert pytest_targets(["lab/tests/test_tuning.py", "-q"]) == []  # the lab's too
     assert pytest_targets(["nowhere/test_wheel.py"]) == ["tests"]  # not a file here
 
 
