@@ -72,16 +72,15 @@ for name in ("add", "sub", "maximum"):
 t["torch's first new kernel"] = sorted(new)[1]
 s = time.perf_counter(); import cuda_ext_example
 t["import cuda_ext_example"] = time.perf_counter() - s
-from cuda_ext_example.op_checks import CUSTOM, DECLARATIONS, custom_arguments
+from cuda_ext_example.op_checks import sample_arguments
+from cuda_ext_example.ops import DECLARATIONS
 names = list(cuda_ext_example.OP_NAMES)
 turn = int(sys.argv[1]) % len(names)
 names = names[turn:] + names[:turn]
 for name in names:  # the first launch of each: its library (fatbin) and kernel loaded
-    if name in CUSTOM:  # its declared samples, of size 1024
-        args = custom_arguments(CUSTOM[name], device, torch.float32, 1024)
-    else:
-        op = DECLARATIONS[name]
-        args = inputs[:len(op["inputs"])] + [s["sample"] for s in op["scalars"]]
+    op = DECLARATIONS[name]  # its samples of size 1024, in float32 or its first dtype
+    dtype = getattr(torch, "float32" if "float32" in op["dtypes"] else op["dtypes"][0])
+    args = sample_arguments(op, 1024, dtype, device)
     first_and_warm(name, getattr(cuda_ext_example, name), args)
 t["first of ours"] = t[f"first {names[0]}"]
 t["ops"] = names

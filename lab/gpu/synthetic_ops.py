@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from buildtools import custom_ops, ops
+from buildtools import declarations
 from buildtools.config import ROOT
 
 OUT = ROOT / "build" / "gpu" / "wheels" / "coldstart"
@@ -87,7 +87,7 @@ def add_ops(tree: Path, count: int) -> list[str]:
             f'doc = "a + b: a synthetic copy of my_fast_add ({rule})."\n'
         )
         names.append(name)
-    declared = [op.name for op in ops.declared_ops(tree / "ops")]
+    declared = [op.name for op in declarations.load(tree / "ops").ops]
     missing = [n for n in names if n not in declared]
     if missing:
         raise BuildFailed(f"the copy does not declare {missing}")
@@ -117,7 +117,7 @@ def build_wheel(extra: int, archs: str, out: Path = OUT) -> Path:
     with tempfile.TemporaryDirectory(prefix="cee-ops-") as tmp:
         tree = copy_checkout(Path(tmp))
         names = add_ops(tree, extra)
-        total = len(ops.declared_ops(tree / "ops")) + len(custom_ops.declared(tree / "ops"))
+        total = len(declarations.load(tree / "ops").ops)
         synthetic = f"{len(names)} synthetic: {', '.join(names[:2])} .." if names else "none added"
         print(f"coldstart-wheel: {total} ops ({synthetic}), archs {archs}, in {tree}", flush=True)
         wheel = build(tree, archs)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from buildtools import custom_ops, ops
+from buildtools import declarations
 from lab.gpu import coldstart, synthetic_ops
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,8 +83,8 @@ def test_synthetic_ops_are_copies_of_add_in_a_copy_of_the_checkout(tmp_path):
     assert (tree / "ops" / "add" / "rule.h").is_file() and not (tree / ".venv").exists()
     names = synthetic_ops.add_ops(tree, 3)
     assert names == ["extra_add_01", "extra_add_02", "extra_add_03"]
-    declared = {op.name: op for op in ops.declared_ops(tree / "ops")}
-    assert {op.name for op in ops.declared_ops()} | set(names) == set(declared)
+    declared = {op.name: op for op in declarations.load(tree / "ops").ops}
+    assert {op.name for op in declarations.load().ops} | set(names) == set(declared)
     for i, name in enumerate(names, 1):
         op = declared[name]
         want = (f"ExtraAdd{i:02d}", "vectorized", "torch.add(a, b)")
@@ -107,14 +107,13 @@ def test_coldstart_wheel_holds_one_fatbin_per_op_and_dtype(tmp_path):
     # The wheel the >= 10-op measurement runs, smaller: 2 synthetic ops, sm_90 only.
     from scripts.inspect import binary_info
 
-    declared = sorted(ops.declared_ops(), key=lambda op: op.name)
-    custom = custom_ops.declared()  # their libraries come last
+    decl = declarations.load()
     wheel = synthetic_ops.build_wheel(2, "90", out=tmp_path)
-    assert wheel.parent == tmp_path / f"{len(declared) + len(custom) + 2}-ops-90"
+    assert wheel.parent == tmp_path / f"{len(decl.ops) + 2}-ops-90"
     with binary_info.extension_in(wheel) as so:
         fatbins = binary_info.embedded_fatbins(so)
-    core = [d.name for d in ops.elementwise().dtypes]  # the synthetic adds take every one
-    names = [f"extra_add_0{i}_{d}" for i in (1, 2) for d in core]
-    names += [f"{op.name}_{d}" for op in [*declared, *custom] for d in core if d in op.dtypes]
+    core = [d.name for d in decl.dtypes]  # the synthetic adds take every one
+    every = [(f"extra_add_0{i}", core) for i in (1, 2)] + [(op.name, op.dtypes) for op in decl.ops]
+    names = [f"{name}_{d}" for name, dtypes in sorted(every) for d in dtypes]
     assert [f.name for f in fatbins] == names
     assert all(f.archs("sass") == ["sm_90"] and f.archs("ptx") == [] for f in fatbins)

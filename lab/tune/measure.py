@@ -46,19 +46,19 @@ ROUNDS = 5
 
 def vectorized_ops() -> dict[int, dict]:
     """inputs -> the first declared op with the vectorized kernel and that many inputs."""
-    from cuda_ext_example.ops import DECLARATIONS
+    from cuda_ext_example.ops import DECLARATIONS, tensor_names
 
     found: dict[int, dict] = {}
     for op in DECLARATIONS.values():
         if op["kernel"] == "vectorized":
-            found.setdefault(len(op["inputs"]), op)
+            found.setdefault(len(tensor_names(op)), op)
     return dict(sorted(found.items()))
 
 
 def lists_to_measure(names: list[str] | None) -> list[tuple[str, dict]]:
     """[(table list, op)]: each number of inputs' list, timed on its first vectorized op; or,
     given op names, each op's own list (an op with heavier math than that first op)."""
-    from cuda_ext_example.ops import DECLARATIONS
+    from cuda_ext_example.ops import DECLARATIONS, tensor_names
 
     if not names:
         return [(f"inputs-{n}", op) for n, op in vectorized_ops().items()]
@@ -103,7 +103,7 @@ def time_cell(op: dict, dtype: str, nbytes: int, shapes: list[Shape], settings: 
     held: list[list] = []  # every round's inputs, until the cell is done
     try:
         for round_ in range(settings.rounds):
-            inputs = [torch.randn(n, device="cuda", dtype=torch_dtype) for _ in op["inputs"]]
+            inputs = [torch.randn(n, device="cuda", dtype=torch_dtype) for _ in tensor_names(op)]
             impls = {str(s): (i, forced(i, functools.partial(run, *inputs)))
                      for i, s in enumerate(shapes)}  # fmt: skip
             impls[REFERENCE] = (-1, forced(-1, functools.partial(reference, *inputs)))
@@ -174,7 +174,7 @@ def measure(
         writer = csv.writer(f)
         writer.writerow(COLUMNS)
         for table, op in lists:
-            inputs = len(op["inputs"])
+            inputs = len(tensor_names(op))
             for dtype in DTYPES:
                 for log2 in QUICK_LOG2_BYTES if quick else LOG2_BYTES:
                     times = time_cell(op, dtype, 2**log2, compiled, settings)
