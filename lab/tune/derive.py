@@ -26,6 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildtools.declarations import DTYPES
 from buildtools.launch_shapes import (
     ANY_ELEMENT,
     DEFAULT,
@@ -38,7 +39,6 @@ from buildtools.launch_shapes import (
     Shape,
     load,
 )
-from buildtools.declarations import DTYPES
 
 # What `python -m lab.tune measure` writes and `table` reads: one CSV per GPU, list and date.
 MEASUREMENTS = Path(__file__).resolve().parent / "measurements"

@@ -34,6 +34,11 @@ from lab.bench.report import slug, spread_pct
 from lab.bench.timing import Settings, interleaved_ms, size_matched_copy
 from lab.gpu.facts import benchmark_facts
 
+
+def tensor_names(op: dict) -> list[str]:
+    return [a["name"] for a in op["arguments"] if a["type"] == "Tensor"]
+
+
 COLUMNS = ("gpu", "driver", "torch", "date", "inputs", "op", "dtype", "bytes", "shape", "ms",
            "spread_pct", "vs_reference", "vs_reference_spread_pct", "table")  # fmt: skip
 DTYPES = ("float32", "bfloat16")
@@ -46,7 +51,7 @@ ROUNDS = 5
 
 def vectorized_ops() -> dict[int, dict]:
     """inputs -> the first declared op with the vectorized kernel and that many inputs."""
-    from cuda_ext_example.ops import DECLARATIONS, tensor_names
+    from cuda_ext_example.ops import DECLARATIONS
 
     found: dict[int, dict] = {}
     for op in DECLARATIONS.values():
@@ -58,7 +63,7 @@ def vectorized_ops() -> dict[int, dict]:
 def lists_to_measure(names: list[str] | None) -> list[tuple[str, dict]]:
     """[(table list, op)]: each number of inputs' list, timed on its first vectorized op; or,
     given op names, each op's own list (an op with heavier math than that first op)."""
-    from cuda_ext_example.ops import DECLARATIONS, tensor_names
+    from cuda_ext_example.ops import DECLARATIONS
 
     if not names:
         return [(f"inputs-{n}", op) for n, op in vectorized_ops().items()]
