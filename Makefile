@@ -103,19 +103,19 @@ inspect: install ## the installed wheel judged (doctor) and read (ARGS="--ptx --
 
 # The GPU targets run the installed package; each first checks that PYTHON can import what
 # it needs and says the fix in one line.
-PREFLIGHT = $(PYTHON) -m scripts.gpu.preflight $@
+PREFLIGHT = $(PYTHON) -m lab.gpu.preflight $@
 bench: ## on a GPU: GB/s against torch, torch.compile and Triton into build/results (ARGS="--workload square")
 	@$(PREFLIGHT) torch triton matplotlib cuda_ext_example
-	$(PYTHON) -m scripts.bench --out build/results $(ARGS)
+	$(PYTHON) -m lab.bench --out build/results $(ARGS)
 
 jit: ## on a GPU: this checkout's csrc/ and ops/ built at run time and every op checked
 	@$(PREFLIGHT) torch cuda_ext_example
-	$(PYTHON) -m scripts.gpu.jit_check csrc
+	$(PYTHON) -m lab.gpu.jit_check csrc
 
 # SASS for TUNE_ARCHS only (90: H100/H200; 80: A100, ...); a dev build the gates refuse.
 TUNE_ARCHS ?= 90
 TUNE_WHEEL := build/tune-wheel
-tune-wheel: $(STAMP) ## a wheel with every candidate launch shape, for python -m scripts.tune measure on a GPU
+tune-wheel: $(STAMP) ## a wheel with every candidate launch shape, for python -m lab.tune measure on a GPU
 	rm -rf $(TUNE_WHEEL) && mkdir -p $(TUNE_WHEEL)
 	rm -f $(DIST)/.built-dev-*
 	CEE_TUNING_CANDIDATES=1 $(MAKE) --no-print-directory wheel ARCHS="$(TUNE_ARCHS)"

@@ -2,7 +2,7 @@
 read, checked, and turned into what the build compiles (the distinct shapes) and what the
 launcher looks up (one table per measured GPU, then the default).
 
-The tables are data that `python -m scripts.tune table` writes from measurements; this
+The tables are data that `python -m lab.tune table` writes from measurements; this
 module only reads them. `$CEE_TUNING_CANDIDATES=1` (make tune-wheel) also compiles every
 candidate shape, so the tuning command can time each one on a GPU.
 """
@@ -51,7 +51,7 @@ class Shape:
 
     def __str__(self) -> str:
         """'16B x2 /128', and '16B x2 /128 evict-first' for another load flavour (the labels
-        of scripts.tune's CSVs, which scripts/tune/derive.py parses back)."""
+        of lab.tune's CSVs, which lab/tune/derive.py parses back)."""
         label = f"{self.access}B x{self.per_thread} /{self.block}"
         return label if self.load == DEFAULT_LOAD else f"{label} {self.load}"
 

@@ -111,7 +111,7 @@ def load(source_dir: str | os.PathLike | None = None, verbose: bool = False):
     if src.resolve() != device_code.CSRC.resolve():
         raise RuntimeError(
             f"this checkout's JIT build compiles its own {device_code.CSRC}, not {src}: run "
-            "python -m scripts.gpu.jit_check from the root of the checkout that holds it"
+            "python -m lab.gpu.jit_check from the root of the checkout that holds it"
         )
     if not torch.cuda.is_available():
         raise RuntimeError("the JIT build compiles device code for this machine's GPU: none found")

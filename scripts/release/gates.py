@@ -711,7 +711,7 @@ def record_vs_binary(record: dict, so: Path, torch_include: Path) -> list[str]:
     every = sorted({d for dtypes in by_folder.values() for d in dtypes})
     if not set(every) <= set(record.get("dtypes") or []):
         problems.append(f"dtypes {record.get('dtypes')} but the binary has kernels for {every}")
-    for op in (record.get("ops") or []) + (record.get("custom_ops") or []):
+    for op in record.get("ops") or []:
         has = by_folder.get(op.get("folder"), [])
         if sorted(has) != sorted(op.get("dtypes") or []):
             problems.append(

@@ -25,7 +25,7 @@ from buildtools import config
 ROOT = config.ROOT
 VALID_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 # Names a package of this project must not take: they would shadow what it imports.
-TAKEN = {"torch", "triton", "numpy", "setuptools", "wheel", "build", "scripts", "buildtools"}
+TAKEN = {"torch", "triton", "numpy", "setuptools", "wheel", "build", "scripts", "buildtools", "lab"}
 # The copyright notice names the authors of the original: the BSD license requires it
 # to be kept as it is, so a renamed copy keeps it.
 KEPT_AS_IS = re.compile(r"^(LICENSE|COPYING|NOTICE)(\.\w+)?$")

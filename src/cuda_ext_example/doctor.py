@@ -116,7 +116,7 @@ def judge_launch_shapes(gpu: Gpu, tables: dict[str, str]) -> Finding:
         OK,
         label,
         f"the default table: no table was measured on a {gpu.name} (measured: {measured}). A "
-        "checkout's `make tune-wheel` then `python -m scripts.tune measure` on this GPU make one",
+        "checkout's `make tune-wheel` then `python -m lab.tune measure` on this GPU make one",
     )
 
 

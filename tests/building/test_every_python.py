@@ -1,7 +1,7 @@
 """Which CPythons install the wheel, decided by the tag logic installers use (`packaging.tags`,
 which pip vendors and calls for `pip download --python-version --abi --platform`): every
 CPython 3 from the floor on, free-threaded builds included, for the tags of the wheel itself.
-No network and no other interpreter: README's table shows pip's real resolution."""
+No network and no other interpreter: docs/SUPPORT.md's table shows pip's real resolution."""
 
 from __future__ import annotations
 

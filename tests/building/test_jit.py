@@ -2,7 +2,7 @@
 with torch's own toolchain. Here, without a GPU, it is told the GPU is an sm_90: NVRTC
 compiles the device image for it and the host code is built and loaded, so a change to the
 layout that breaks the JIT fails here; the CPU kernels of every op are then checked (the
-GPU side runs in `python -m scripts.gpu tools`).
+GPU side runs in `python -m lab.gpu tools`).
 
 Slow (a host build): marked `release`."""
 
@@ -53,10 +53,10 @@ def test_make_jit_without_a_gpu_says_why_in_one_line():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the command would build")
     run = subprocess.run(
-        [sys.executable, "-m", "scripts.gpu.jit_check", "csrc"],
+        [sys.executable, "-m", "lab.gpu.jit_check", "csrc"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert run.returncode == 1, run.stdout + run.stderr
     assert "Traceback" not in run.stderr
-    assert "scripts.gpu.jit_check: the JIT build failed: " in run.stderr
+    assert "lab.gpu.jit_check: the JIT build failed: " in run.stderr
     assert "GPU: none found" in run.stderr

@@ -61,14 +61,6 @@ def abi_versions() -> dict[str, list[int]]:
     return versions
 
 
-def test_checked_against_cuda_12_0_itself():
-    # The build fetched CUDA 12.0's headers with its NVRTC: the check reads that header.
-    header = typedefs_header()
-    if header is None or "nvrtc-12.0" not in str(header):
-        pytest.skip("build/nvrtc-12.0 not fetched (make wheel fetches it)")
-    assert "CUDA_VERSION 12000" in (header.parent / "cuda.h").read_text()
-
-
 def test_lists_are_complete():
     entry = launcher_entry_points()
     assert {"cuInit", "cuLibraryLoadData", "cuLibraryGetKernel", "cuLaunchKernel"} <= set(entry)
@@ -92,10 +84,3 @@ def test_entry_points_exist_in_cuda_12_0(abi_versions, source):
             f"{name}: cuGetProcAddress(..., {DRIVER_API}) returns the v{max(at_12_0)} ABI, "
             f"the source declares v{declared}"
         )
-
-
-def test_the_check_can_fail(abi_versions):
-    # A CUDA 12.1 entry point is not at 12.0; cuMemAlloc's v2000 ABI (32-bit sizes) is
-    # not what cuGetProcAddress returns for 12.0.
-    assert not [v for v in abi_versions.get("cuCoredumpGetAttribute", []) if v <= DRIVER_API]
-    assert sorted(abi_versions["cuMemAlloc"]) == [2000, 3020]

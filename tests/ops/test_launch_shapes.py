@@ -13,10 +13,10 @@ import torch
 
 from buildtools import launch_shapes
 from buildtools.launch_shapes import LaunchShapeError, Rule, Shape
-from scripts.tune import derive
+from lab.tune import derive
 
 TABLES = launch_shapes.load()
-MEASUREMENTS = launch_shapes.TABLE_FILE.parent / "measurements"
+MEASUREMENTS = derive.MEASUREMENTS
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,7 @@ def test_an_op_may_have_lists_of_its_own(tmp_path):
 
 
 def test_the_measured_tables_differ_by_element_size():
-    """float32 and bfloat16 want different shapes (tuning/measurements): were the lists not
+    """float32 and bfloat16 want different shapes (lab/tune/measurements): were the lists not
     told apart by element size, the test above could not tell a launcher that ignores it."""
     table = TABLES.tables[0]
     assert table.rules_for(2, 2) != table.rules_for(2, 4)
@@ -257,7 +257,7 @@ def test_tuning_candidates_compile_only_when_asked(tmp_path, monkeypatch):
 
 
 def test_the_table_keeps_every_measured_shape_as_a_candidate():
-    """A tuning wheel (make tune-wheel) compiles [candidates]: every shape tuning/measurements
+    """A tuning wheel (make tune-wheel) compiles [candidates]: every shape lab/tune/measurements
     timed must stay one, or the next measurement cannot time the shapes the tables dropped."""
     measured = {
         derive.parse_shape(m["shape"])
@@ -265,7 +265,7 @@ def test_the_table_keeps_every_measured_shape_as_a_candidate():
         for m in csv.DictReader(path.read_text().splitlines())
         if m["shape"] not in derive.NOT_SHAPES
     }
-    assert measured, "no measurements in tuning/measurements"
+    assert measured, "no measurements in lab/tune/measurements"
     named = set(TABLES.compiled(False))
     assert measured - named, "every measured shape is in a table: this test proves nothing"
     assert measured <= set(TABLES.candidates), sorted(measured - set(TABLES.candidates))
@@ -291,8 +291,8 @@ def test_every_compiled_shape_equals_the_reference_on_this_gpu(compiled, any_op)
 
 @pytest.mark.gpu
 def test_the_tuner_times_each_shape_the_reference_and_the_copy_in_every_round(compiled):
-    from scripts.bench.timing import Settings
-    from scripts.tune import measure
+    from lab.bench.timing import Settings
+    from lab.tune import measure
 
     shapes = [Shape(*s) for s in compiled.vector_shapes()][:2]
     op = measure.vectorized_ops()[2]

@@ -21,7 +21,7 @@ import zipfile
 
 import pytest
 
-from buildtools import custom_ops, ops, setup_venv
+from buildtools import declarations, setup_venv
 from tests.clones import (
     ROOT,
     clone,
@@ -245,7 +245,5 @@ def test_second_run_reuses_the_venv(pypi_only_runs):
 
 
 def cuda_ext_example_ops(dtype: str | None = None) -> list[str]:
-    """The declared ops (that take `dtype`), the elementwise ones then the custom ones, each
-    sorted: what doctor and the smoke test name."""
-    every = ops.declared_ops() + custom_ops.declared()
-    return [op.name for op in every if dtype is None or dtype in op.dtypes]
+    """The declared ops (that take `dtype`), sorted: what doctor and the smoke test name."""
+    return [op.name for op in declarations.load().ops if dtype is None or dtype in op.dtypes]

@@ -25,7 +25,7 @@ from tests.clones import ROOT, clone_with_tools, configured_paths, make, pypi_on
 LOCKS = sorted((ROOT / "requirements").glob("*.lock"))
 PYTHONS = ["3.10", "3.11", "3.12", "3.13", "3.14"]
 # Tracked files that record what another machine printed (paths of that machine included).
-RESULT_LOGS = ("benchmarks/results/",)
+RESULT_LOGS = ("lab/bench/results/",)
 
 
 def tracked_text_files() -> list[Path]:
@@ -203,7 +203,7 @@ def run_setup(tmp_path: Path, lock_text: str, **env) -> subprocess.CompletedProc
 
 def can_build_wheels() -> bool:
     """setuptools builds wheels itself from 70.1 on; older ones need the `wheel` package (a
-    bare venv, such as the one `python -m scripts.gpu compat` makes, may have neither)."""
+    bare venv, such as the one `python -m lab.gpu compat` makes, may have neither)."""
     import importlib.metadata
 
     from packaging.version import Version

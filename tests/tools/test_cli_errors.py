@@ -1,6 +1,6 @@
-"""Bad input to the project's command-line tools: one line naming the command, the problem
-and the fix, a nonzero exit, no traceback; and the cheap checks come before slow work
-(pip, venvs, the network)."""
+"""Bad input to the release's commands (python -m scripts.release): one line naming the
+command, the problem and the fix, a nonzero exit, no traceback; and the cheap checks come
+before slow work (pip, venvs, the network)."""
 
 from __future__ import annotations
 
@@ -104,37 +104,3 @@ def test_release_commands_check_the_given_files_first(command, said, tmp_path):
     run = run_module("scripts.release", *command, *out)
     assert said in refused(run, f"scripts.release {command[0]}")
     assert not (tmp_path / "out").exists()  # nothing started
-
-
-# ------------------------------------------------------------------ scripts.tune
-
-
-@pytest.mark.parametrize(
-    ("path", "said"),
-    [
-        ("/nonexistent.json", "/nonexistent.json: no such file"),  # FileNotFoundError
-        ("tuning", "tuning: not a file"),  # IsADirectoryError
-        ("README.md", "README.md: not a measurements CSV (no 'shape' column)"),  # KeyError
-    ],
-)
-def test_tune_table_names_a_file_that_is_no_measurements_csv(path, said):
-    line = refused(run_module("scripts.tune", "table", path), "scripts.tune table")
-    assert said in line
-    assert "python -m scripts.tune measure" in line
-
-
-# ------------------------------------------------- tools that run a wheel elsewhere
-
-
-@pytest.mark.release
-@pytest.mark.parametrize("tool", ["aarch64_check", "free_threaded_check", "wine_check"])
-@pytest.mark.parametrize(
-    ("wheel", "said"),
-    [("README.md", "README.md: not a wheel"), ("nope.whl", "nope.whl: no such file")],
-)
-def test_wheel_checks_refuse_a_wheel_that_is_none_before_their_set_up(tool, wheel, said):
-    # The set-up (a CPython build, QEMU, Wine) takes minutes and then failed on the path.
-    run = run_module(f"scripts.{tool}", "check", wheel)
-    assert run.returncode == 2
-    assert "Traceback" not in run.stderr, run.stderr
-    assert f"python -m scripts.{tool}: error: {said}" in run.stderr

@@ -56,7 +56,7 @@ def test_launch_shapes_say_which_table_a_gpu_takes():
     other = judge_launch_shapes(Gpu(0, "NVIDIA GeForce RTX 4090", (8, 9)), tables)
     assert other.message.startswith("the default table: no table was measured on a NVIDIA "
                                     "GeForce RTX 4090")  # fmt: skip
-    assert measured in other.message and "python -m scripts.tune measure" in other.message
+    assert measured in other.message and "python -m lab.tune measure" in other.message
     # judge() asks it for every GPU, by the name torch reports.
     findings = judge(env(gpus=[Gpu(0, measured, (9, 0))]), BUILD_INFO)
     assert [f.message for f in findings if f.topic == "cuda:0 launch shapes"] == [finding.message]

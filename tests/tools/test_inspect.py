@@ -14,14 +14,10 @@ from cuda_ext_example import BUILD_INFO
 from scripts.inspect import binary_info, report, shim_versions
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD_INFO_OPS = {op["name"] for op in BUILD_INFO["ops"]}  # the elementwise ops
+BUILD_INFO_OPS = {op["name"] for op in BUILD_INFO["ops"] if op["broadcasts"]}  # elementwise
 LIBRARIES = BUILD_INFO["device_libraries"]  # one per op and dtype: "my_add_float32"
 # Each library's op record.
-OP_OF_LIBRARY = {
-    f"{op['name']}_{dtype}": op
-    for op in BUILD_INFO["ops"] + BUILD_INFO["custom_ops"]
-    for dtype in op["dtypes"]
-}
+OP_OF_LIBRARY = {f"{op['name']}_{dtype}": op for op in BUILD_INFO["ops"] for dtype in op["dtypes"]}
 pytestmark = pytest.mark.wheel
 
 

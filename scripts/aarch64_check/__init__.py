@@ -1,2 +1,0 @@
-"""The aarch64 wheel, run on this x86_64 machine under qemu-user (python -m scripts.aarch64_check).
-Building it is buildtools/cross.py's job (make repair ARCH=aarch64)."""
