@@ -222,9 +222,14 @@ def op_hosts(decl: Declarations) -> str:
     lines += [
         "}  // namespace cee_hosts",
         "",
-        "// X(name, schema, tags): csrc/ops.cpp registers each with cee_hosts::<name>.",
+        "// X(name, schema, twin's schema, tags): csrc/ops.cpp registers each op and its",
+        "// no-grad twin with cee_hosts::<name>.",
         "#define CEE_FOR_EACH_OP(X) \\",
-        *(f"  X({op.name}, {c_string(op.schema)}, {_tag_list(op)}) \\" for op in decl.ops),
+        *(
+            f"  X({op.name}, {c_string(op.schema)}, "
+            f"{c_string(op.no_grad_twin + op.schema[len(op.name) :])}, {_tag_list(op)}) \\"
+            for op in decl.ops
+        ),
         "",
     ]
     return "\n".join(lines) + "\n"

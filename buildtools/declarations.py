@@ -185,6 +185,14 @@ class Op:
         return f"{self.name}({args}) -> {returns}"
 
     @property
+    def no_grad_twin(self) -> str:
+        """The op's twin: its kernels under a second name with no autograd kernel, which the
+        Python function calls when no graph is built and no trace or mode watches: a
+        dispatcher pass with no Python autograd kernel and no dispatch-key exclusion around
+        it, the cheapest call (a microsecond less than the exclusion, measured on the CPU)."""
+        return f"_{self.name}_no_grad"
+
+    @property
     def signature(self) -> str:
         """The C++ adapter of an elementwise op's rule (buildtools/signatures.py)."""
         return f"cee_rule_{self.folder}::Signature"
@@ -220,6 +228,7 @@ class Op:
             "backward": self.backward,
             "jvp": self.jvp,
             "broadcasts": self.elementwise,
+            "no_grad_twin": self.no_grad_twin,
             # The core's elementwise kernel ("simple", "vectorized"), or None: its own.
             "kernel": self.kernel,
             "checks": list(self.checks),

@@ -1,7 +1,8 @@
 // The torch registrations of every declared op, from the generated list
 // (cee_op_hosts.h, written by the build from ops/*/ops.toml): its schema with
-// its tags, and its host function (the core's elementwise one, or its own
-// host.h) as its CPU, CUDA and Meta kernel, boxed and guarded
+// its tags and its no-grad twin's, and its host function (the core's
+// elementwise one, or its own host.h) as both's CPU, CUDA and Meta kernel,
+// boxed and guarded
 // (torch_boundary.h), with the op set as the running one (host_api.h) and its
 // declared scalar checks run first. Op-agnostic: a kernel author never edits
 // this file. The LibTorch stable ABI's C registration, as its
@@ -34,7 +35,7 @@ void run_op(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   Host::template run<kBackend>(*op, stack, num_args, num_outputs);
 }
 
-#define CEE_BOXED(name, schema, tags)                                      \
+#define CEE_BOXED(name, schema, twin, tags)                                \
   template <Backend kBackend>                                              \
   constexpr BoxedKernel boxed_##name =                                     \
       &guarded<&run_op<cee_hosts::name, &cee_op_##name,                    \
@@ -73,13 +74,15 @@ void define(TorchLibraryHandle library, const char* schema, const char* tags) {
 template <Backend kBackend>
 void implement(TorchLibraryHandle library) {
   auto with_version = newer_torch().library_impl;
-#define CEE_IMPL(name, schema, tags)                                       \
-  registered(with_version ? with_version(library, #name,                   \
-                                         boxed_##name<kBackend>,           \
-                                         TORCH_TARGET_VERSION)             \
-                          : aoti_torch_library_impl(library, #name,        \
-                                                    boxed_##name<kBackend>), \
-             "a kernel", #name);
+  auto impl = [&](const char* name, BoxedKernel kernel) {
+    registered(with_version ? with_version(library, name, kernel,
+                                           TORCH_TARGET_VERSION)
+                            : aoti_torch_library_impl(library, name, kernel),
+               "a kernel", name);
+  };
+#define CEE_IMPL(name, schema, twin, tags) \
+  impl(#name, boxed_##name<kBackend>);     \
+  impl("_" #name "_no_grad", boxed_##name<kBackend>);
   CEE_FOR_EACH_OP(CEE_IMPL)
 #undef CEE_IMPL
 }
@@ -94,7 +97,12 @@ struct Registrations {
     registered(aoti_torch_library_init_def(CEE_NAMESPACE_STR, __FILE__,
                                            __LINE__, &def),
                "the library", CEE_NAMESPACE_STR);
-#define CEE_DEF(name, schema, tags) define(def, schema, tags);
+    // Each op, then its no-grad twin: the same kernels, no autograd kernel
+    // (torch's autograd fallback passes through), which the Python function
+    // calls when no graph is built (cuda_ext_example/fast_path.py).
+#define CEE_DEF(name, schema, twin, tags) \
+  define(def, schema, tags);              \
+  define(def, twin, "");
     CEE_FOR_EACH_OP(CEE_DEF)
 #undef CEE_DEF
     init("CPU", &cpu);

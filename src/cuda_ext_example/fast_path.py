@@ -1,11 +1,11 @@
 """The one module that touches torch's private API, each name with a public fallback.
 
 What it buys: the commonest call (plain tensors, no autograd graph, no mode, no trace, no
-torch.func transform) goes straight below the op's Python autograd kernel (the public op
-with autograd's dispatch keys excluded), and a plain training call straight to the op's
-training Function: a dispatcher pass and a Python frame less each, microseconds per call
-that launch-bound callers notice. Only torch's private checks can tell such a call apart,
-so they live here.
+torch.func transform) goes straight to the op's no-grad twin (its kernels registered under a
+second name with no autograd kernel), and a plain training call straight to the op's training
+Function, whose forward and backward call the ops with autograd's dispatch keys excluded: a
+dispatcher pass and a Python frame less each, microseconds per call that launch-bound callers
+notice. Only torch's private checks can tell such a call apart, so they live here.
 
 Every name is looked up once, at import. Where this torch lacks one, PRIVATE is None and
 every call takes the public route: the op's autograd.Function (torch.library's

@@ -437,8 +437,11 @@ def register(namespace: str = NAMESPACE, private=fast_path.PRIVATE) -> dict[str,
                 training = make_training_function(op, below, autograd)
         if private is not None:
             library.impl(name, make_autograd_kernel(op, training, below, namespace), "Autograd")
+        # A plain call goes to the op's no-grad twin: a microsecond less than the exclusion
+        # of autograd's keys (below), which the autograd kernel keeps so traces see the op.
+        twin = fast_path.raw_op(getattr(ops, op["no_grad_twin"]).default)
         call = fast_path.route(
-            overload, below, function.apply if function else overload,
+            overload, twin, function.apply if function else overload,
             training.apply if training else overload, len(tensor_names(op)), private,
         )  # fmt: skip
         functions[name] = make_python_function(op, call, namespace)

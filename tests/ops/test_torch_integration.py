@@ -150,7 +150,18 @@ def test_a_plain_call_skips_the_autograd_kernel(op, device):
         assert _autograd_kernel_runs(lambda: function(a, a.clone().requires_grad_())) == 0
     x = a.clone().requires_grad_()
     assert _autograd_kernel_runs(lambda: function(a, x).sum().backward()) == 0
-    assert _ops_run(lambda: function(a, a)) == {name: 1}
+    twin = f"cuda_ext_example::_{op.__name__}_no_grad"
+    assert _ops_run(lambda: function(a, a)) == {twin: 1}  # one pass, no autograd kernel
+    assert _ops_run(lambda: function(a, x)) == {name: 1}
+
+
+def test_the_twin_called_directly_under_grad_is_not_silent(op, device):
+    # The twin is private and has no autograd kernel: torch's autograd fallback must say so
+    # at backward, naming it, rather than leave a gradient out without a word.
+    x = random_tensor((8,), torch.float32, device).requires_grad_()
+    twin = getattr(torch.ops.cuda_ext_example, f"_{op.__name__}_no_grad")
+    with pytest.warns(UserWarning, match=f"_{op.__name__}_no_grad: an autograd kernel"):
+        twin(x, x).sum().backward()
 
 
 def test_a_plain_training_step_passes_the_dispatcher_once_per_op(device):
