@@ -72,12 +72,18 @@ class BinaryFacts:
     imports_by_dll: tuple[tuple[str, tuple[str, ...]], ...] = ()  # a DLL's: (DLL, its names)
 
 
-def facts_of(wheel: Path) -> Mapping[str, BinaryFacts]:
-    """Every binary of the wheel, by name: read at the first gate that asks and kept for
-    the others of the run (a wheel rewritten since, by size or time, is read again)."""
+def _as_read(wheel: Path) -> tuple[Path, int, int]:
+    """A wheel as the caches below know it: its path, time and size (a wheel rewritten
+    since is read again)."""
     wheel = Path(wheel).resolve()
     stat = wheel.stat()
-    return _read_binaries(wheel, stat.st_mtime_ns, stat.st_size)
+    return wheel, stat.st_mtime_ns, stat.st_size
+
+
+def facts_of(wheel: Path) -> Mapping[str, BinaryFacts]:
+    """Every binary of the wheel, by name: read at the first gate that asks and kept for
+    the others of the run."""
+    return _read_binaries(*_as_read(wheel))
 
 
 @functools.lru_cache(maxsize=4)
@@ -201,9 +207,7 @@ class DeviceCode:
 
 
 def device_code_of(wheel: Path) -> DeviceCode:
-    wheel = Path(wheel).resolve()
-    stat = wheel.stat()
-    return _read_device_code(wheel, stat.st_mtime_ns, stat.st_size)
+    return _read_device_code(*_as_read(wheel))
 
 
 @functools.lru_cache(maxsize=4)
