@@ -17,7 +17,7 @@ from .build_record import gate_build_record, gate_release_build
 from .device_code import gate_cuda12_device_code, gate_device_code, gate_uncompressed_fatbin
 from .elf import EXTENSION_MODULE_NAME, gate_elf
 from .failure import GateFailure
-from .runner import all_gates, run_gates
+from .runner import all_gates, gate_list, run_gates
 from .symbols import declared_exports, gate_torch_shims
 from .table import GATES, Gate, gates_for
 from .tags import gate_py3_none_tag, wheel_arch
@@ -37,6 +37,7 @@ __all__ = [
     "gate_cuda12_device_code",
     "gate_device_code",
     "gate_elf",
+    "gate_list",
     "gate_py3_none_tag",
     "gate_release_build",
     "gate_torch_shims",

@@ -11,8 +11,8 @@ from buildtools.toolchain import torch_paths
 from scripts.cli_args import wheel_problem
 
 from .failure import GateFailure
-from .table import gates_for
-from .tags import wheel_arch
+from .table import GATES, gates_for
+from .tags import TARGETS, wheel_arch
 
 
 def run_gates(wheel: Path, log=print) -> None:
@@ -44,3 +44,18 @@ def all_gates(
         for gate in gates_for(target)
         if not gate.skipped
     ]
+
+
+def gate_list(cfg: config.BuildConfig) -> str:
+    """The table as a release engineer reads it: each gate in the order they run, the
+    platforms it runs for, what it refuses and the usual fix."""
+    lines = []
+    for number, gate in enumerate(GATES, 1):
+        platforms = ", ".join(t for t in TARGETS if t in gate.platforms)
+        skipped = f" (skipped here: {gate.skipped})" if gate.skipped else ""
+        lines += [
+            f"{number:2}. {gate.title(cfg)} [{platforms}]{skipped}",
+            f"    refuses: {gate.refuses}",
+            f"    fix:     {gate.fix}",
+        ]
+    return "\n".join(lines)
