@@ -16,7 +16,7 @@ from pathlib import Path
 
 from scripts.inspect import binary_info
 from scripts.release import gates as release_gates
-from scripts.release import wheel_files
+from scripts.release.gates import wheel_files
 
 LIBRARY = release_gates.LIBRARY
 

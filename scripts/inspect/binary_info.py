@@ -125,10 +125,15 @@ def version_key(version: str) -> tuple[int, ...]:
 
 def newest_version(path: Path, prefix: str) -> str | None:
     """Newest required version with this prefix ('GLIBC_', 'GLIBCXX_', 'CXXABI_')."""
+    return newest_of(symbol_versions(path), prefix)
+
+
+def newest_of(versions: dict[str, list[str]], prefix: str) -> str | None:
+    """newest_version of symbol_versions already read (the gates read them once per file)."""
     found = [
         v
-        for versions in symbol_versions(path).values()
-        for v in versions
+        for names in versions.values()
+        for v in names
         if v.startswith(prefix) and re.fullmatch(re.escape(prefix) + r"[\d.]+", v)
     ]
     return max(found, key=version_key) if found else None
@@ -154,7 +159,7 @@ def find_cuda_tool(name: str) -> str | None:
 # then entries, each a header followed by its payload (a cubin or PTX text). A .nv_fatbin
 # section holds one fatbin after the other, 8-byte aligned: the build embeds one per op and dtype
 # (buildtools/device_code.py), each entry named after its op (nvFatbin's identifier, which
-# cuobjdump prints as my_add.sm_90.cubin), under the symbol cee_fatbin_<op>.
+# cuobjdump prints as my_add.sm_90.cubin), under the symbol cee_fatbin_<library>.
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_HEADER = struct.Struct("<IHHQ")
 # kind, version, header size, payload size, compressed size, -, minor, major, arch
@@ -281,25 +286,29 @@ def embedded_fatbin(path: Path) -> list[FatbinEntry]:
     return [entry for fatbin in embedded_fatbins(path) for entry in fatbin.entries]
 
 
-def fatbin_symbols(path: Path) -> dict[str, tuple[int, int]]:
-    """{library: (offset in .nv_fatbin, size)} of the symbols cee_fatbin_<library> in the
-    symbol table (hidden symbols: .symtab, which only a full strip removes). Empty for a
-    DLL: a PE image keeps no symbol sizes (its fatbins are told apart by their entries'
-    names alone)."""
+def fatbin_symbols(path: Path, libraries: list[str]) -> dict[str, tuple[int, int]] | None:
+    """{library: (offset in .nv_fatbin, size)} of the symbol cee_fatbin_<library> of each of
+    `libraries`, each looked up by its exact name in the symbol table (hidden symbols:
+    .symtab, which only a full strip removes); one without its symbol is left out. None
+    where there is no table to look in: a stripped binary, or a DLL (a PE image keeps no
+    symbol sizes; its fatbins are told apart by their entries' names alone)."""
     if pe_info.is_pe(path):
-        return {}
+        return None
     elf = _elf(path)
     try:
         names = [s.name for s in elf.iter_sections()]
-        if ".nv_fatbin" not in names or elf.get_section_by_name(".symtab") is None:
-            return {}
+        symtab = elf.get_section_by_name(".symtab")
+        if ".nv_fatbin" not in names or symtab is None:
+            return None
         index = names.index(".nv_fatbin")
         base = elf.get_section(index)["sh_addr"]
-        return {
-            sym.name[len(FATBIN_SYMBOL) :]: (sym["st_value"] - base, sym["st_size"])
-            for sym in elf.get_section_by_name(".symtab").iter_symbols()
-            if sym.name.startswith(FATBIN_SYMBOL) and sym["st_shndx"] == index
-        }
+        found = {}
+        for library in libraries:
+            symbols = symtab.get_symbol_by_name(FATBIN_SYMBOL + library) or []
+            for sym in symbols:
+                if sym["st_shndx"] == index:
+                    found[library] = (sym["st_value"] - base, sym["st_size"])
+        return found
     finally:
         elf.stream.close()
 

@@ -96,7 +96,7 @@ def report_libraries(so: Path, code: dict[str, list[str]], out) -> None:
     """One line per embedded fatbin (the launcher's libraries, one per op and dtype, named by their
     entries' identifier): its size, its targets where they differ from the whole's."""
     found = binary_info.embedded_fatbins(so)
-    symbols = binary_info.fatbin_symbols(so)
+    symbols = binary_info.fatbin_symbols(so, [fatbin.name for fatbin in found])
     section = binary_info.fatbin_section(so)
     print(f"libraries: {len(found)} fatbins in {section}, one per op and dtype, each loaded "
           "at the first call of its op in its dtype", file=out)  # fmt: skip
@@ -110,9 +110,9 @@ def report_libraries(so: Path, code: dict[str, list[str]], out) -> None:
         # The symbols are the link's (the shipped binary has no .symtab); a linked binary
         # that kept them shows each over its fatbin's bytes.
         symbol = binary_info.FATBIN_SYMBOL + fatbin.name
-        if symbols and symbols.get(fatbin.name) == (fatbin.offset, fatbin.size):
+        if symbols is not None and symbols.get(fatbin.name) == (fatbin.offset, fatbin.size):
             targets += f"; symbol {symbol}"
-        elif symbols:
+        elif symbols is not None:
             targets += f"; no symbol {symbol} over its bytes"
         print(f"  {fatbin.label(index):<24} {fatbin.size:>10} bytes  {targets}", file=out)
 

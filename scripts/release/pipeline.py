@@ -3,6 +3,7 @@
     python -m scripts.release release [--wheel WHEEL] [--repository local|testpypi|pypi]
     python -m scripts.release repair WHEEL      # auditwheel show + repair only (make repair)
     python -m scripts.release gates WHEEL       # the blocking gates only
+    python -m scripts.release gates --list      # what each gate refuses, and the fix
 
 With no --repository, `release` starts a real package index (pypiserver) on
 127.0.0.1, uploads there, installs cuda_ext_example from it into a fresh venv
@@ -32,7 +33,7 @@ from buildtools import config
 from scripts.cli_args import file_problem, wheel_problem
 
 from .artifacts import normalize_sdist, read_sha256sums, verify_served, write_sha256sums
-from .gates import GateFailure, run_gates, venv_tool, wheel_arch
+from .gates import GateFailure, gate_list, run_gates, venv_tool, wheel_arch
 from .local_index import local_index
 from .simple_index import project_files
 
@@ -353,6 +354,14 @@ def cmd_verify(args) -> None:
 
 
 def cmd_gates(args) -> None:
+    if args.list:
+        print(gate_list(config.load(dev_spec="")))
+        return
+    if args.wheel is None:
+        print(
+            "python -m scripts.release gates: name the wheel to gate (or --list)", file=sys.stderr
+        )
+        raise SystemExit(2)
     Pipeline(1).step("gates", run_gates, args.wheel)
 
 
@@ -486,7 +495,8 @@ def main(argv=None) -> None:
     q.add_argument("--wait", type=float, default=0, help="seconds to wait for missing files")
     q.set_defaults(func=cmd_verify)
     q = sub.add_parser("gates", help="the blocking gates only")
-    q.add_argument("wheel", type=Path)
+    q.add_argument("wheel", type=Path, nargs="?")
+    q.add_argument("--list", action="store_true", help="list the gates: what each refuses, the fix")
     q.set_defaults(func=cmd_gates)
     args = parser.parse_args(argv)
     args.func(args)

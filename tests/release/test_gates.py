@@ -19,7 +19,7 @@ from buildtools.toolchain import torch_paths
 from cuda_ext_example import BUILD_INFO
 from scripts.inspect import binary_info
 from scripts.release import gates as release_gates
-from scripts.release import wheel_files, wheel_metadata
+from scripts.release.gates import binaries, elf, tools, wheel_files, wheel_metadata
 from tests.wheel_surgery import (
     LIBRARY,
     append_entries,
@@ -160,10 +160,10 @@ def test_refuses_search_path_outside_the_wheel(good_wheel, tmp_path, flags, path
 def test_accepts_search_path_inside_the_wheel(good_wheel, tmp_path):
     so = patchelf(extension_copy(good_wheel, tmp_path), "--set-rpath", "$ORIGIN")
     bad = repack(good_wheel, tmp_path, replace_so=so)
-    assert release_gates._dynamic_tags(so.read_bytes(), ("DT_RUNPATH",)) == [
+    assert binaries.search_path_tags(so.read_bytes(), ("DT_RUNPATH",)) == [
         ("DT_RUNPATH", "$ORIGIN")
     ]
-    release_gates.gate_search_paths(bad)  # the extension's own folder: fine
+    elf.gate_search_paths(bad)  # the extension's own folder: fine
 
 
 def test_refuses_record_that_lies_about_torch_target(good_wheel, tmp_path):
@@ -367,7 +367,7 @@ def test_refuses_unexpected_shared_library(good_wheel, tmp_path, name):
         f"unexpected shared library {name} in the wheel: a shared library; "
     )
     assert "it needs GLIBC_2.3" in failure.reason and "newer than GLIBC_2.17" in failure.reason
-    if release_gates.TORCH_ABI_AUDIT_RUNS:
+    if tools.TORCH_ABI_AUDIT_RUNS:
         assert "unstable libtorch symbols: c10::UndefinedTensorImpl::_singleton" in failure.reason
     assert f"take {name} out of the package" in failure.fix
     assert "CPython version" not in failure.reason and "repair excludes" not in failure.fix
@@ -397,13 +397,13 @@ def test_every_elf_is_audited(good_wheel, tmp_path, cfg):
     refusals = {
         "elf-audit": (lambda: release_gates.gate_elf(bad, cfg), "helper.bin needs GLIBC_2.3"),
         "search-path": (
-            lambda: release_gates.gate_search_paths(bad),
+            lambda: elf.gate_search_paths(bad),
             "helper.bin has RUNPATH '/opt/lib'",
         ),
     }
-    if release_gates.TORCH_ABI_AUDIT_RUNS:
+    if tools.TORCH_ABI_AUDIT_RUNS:
         refusals["torch-abi-audit"] = (
-            lambda: release_gates.gate_torch_abi_audit(bad, cfg),
+            lambda: tools.gate_torch_abi_audit(bad, cfg),
             "helper.bin is refused by torch-abi-audit: unstable libtorch symbols",
         )
     for gate, (run, said) in refusals.items():
@@ -555,7 +555,7 @@ def test_torch_abi_audit_refuses_min_torch_above_target(good_wheel, tmp_path, cf
         """,
     )
     with pytest.raises(release_gates.GateFailure) as exc:
-        release_gates.gate_torch_abi_audit(repack(good_wheel, tmp_path, replace_so=so), cfg)
+        tools.gate_torch_abi_audit(repack(good_wheel, tmp_path, replace_so=so), cfg)
     assert "min torch 2.13.0 (from torch_stream_native_handle) is above the declared target " \
         f"{cfg.torch_target}" in exc.value.reason  # fmt: skip
     assert f"-DTORCH_TARGET_VERSION for {cfg.torch_target}" in exc.value.fix
@@ -638,8 +638,8 @@ def test_good_wheel_has_none_of_these_faults(good_wheel, cfg):
         assert wheel_files.grafted_libraries(zf.namelist()) == []
         data = zf.read(LIBRARY)
     assert binary_info.elf_problem(data) is None
-    assert release_gates.stack_flags(data) == "RW"
-    assert release_gates._dynamic_tags(data, ("DT_RPATH", "DT_RUNPATH")) == []
+    assert binaries.stack_flags(data) == "RW"
+    assert binaries.search_path_tags(data, ("DT_RPATH", "DT_RUNPATH")) == []
 
 
 def test_a_crashing_tool_is_no_verdict():
@@ -647,7 +647,7 @@ def test_a_crashing_tool_is_no_verdict():
     # the fix for the fault that tool looks for: the wrong fix.
     crash = ["python3", "-c", "raise ValueError('bad ELF offset')"]
     with pytest.raises(release_gates.GateFailure) as exc:
-        release_gates._run_tool("twine-check", crash, "fix the package metadata")
+        tools.run_tool("twine-check", crash, "fix the package metadata")
     assert "`python3` crashed reading the wheel (no verdict)" in exc.value.reason
     assert "ValueError: bad ELF offset" in exc.value.reason
     assert "package metadata" not in exc.value.fix
@@ -659,5 +659,5 @@ def test_torch_abi_audit_seeing_no_torch_is_no_pass(good_wheel, tmp_path, cfg):
     # the ELF gives an empty list) must not pass as clean.
     so = compile_so(tmp_path, hooks_but(""))
     with pytest.raises(release_gates.GateFailure) as exc:
-        release_gates.gate_torch_abi_audit(repack(good_wheel, tmp_path, replace_so=so), cfg)
+        tools.gate_torch_abi_audit(repack(good_wheel, tmp_path, replace_so=so), cfg)
     assert "it saw no torch symbol at all" in exc.value.reason

@@ -18,13 +18,13 @@ from buildtools import config, device_code
 from buildtools.toolchain import torch_paths
 from scripts.inspect import binary_info, pe_info
 from scripts.release import gates as release_gates
-from scripts.release import pe_gates
+from scripts.release.gates import pe
 from tests.wheel_surgery import nv_fatbin_without, repack, run_gates_until_refused
 from tests.windows_dll import compile_dll
 
 pytestmark = pytest.mark.release
 
-DLL = pe_gates.DLL
+DLL = pe.DLL
 
 
 def replace_dll(wheel, tmp_path, dll):

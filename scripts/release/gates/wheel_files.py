@@ -3,7 +3,7 @@ its zip entries, RECORD against the files, grafted libraries, bytecode, Python s
 that compile, build-machine paths, licenses.
 
 Each returns nothing for a good wheel and raises GateFailure naming the file and the
-fix. They come first in scripts/release/gates.py's order, so a wheel that is wrong at
+fix. They come first in the gate table's order (table.py), so a wheel that is wrong at
 this level is refused for that, not for whatever a later tool trips on.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from buildtools import config
 
-from .gate_failure import GateFailure
+from .failure import GateFailure
 
 # auditwheel copies the libraries it grafts into <package>.libs/ (hashed names). A
 # library elsewhere is no graft: the gates refuse it as an unexpected ELF file.

@@ -25,7 +25,7 @@ from packaging.version import Version
 
 from buildtools import config
 
-from .gate_failure import GateFailure
+from .failure import GateFailure
 from .wheel_files import binary_names, dist_info_text, read_build_record
 
 REBUILD = "never edit or rename a built wheel: rebuild and repair it (make repair)"

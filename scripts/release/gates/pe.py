@@ -1,9 +1,9 @@
-"""The Windows twins of the ELF gates (scripts/release/gates.py), for the win_amd64 wheel's DLL:
-one binary and whole, what it imports (torch's DLL, the system's and the C runtime's; no
-CUDA runtime), what it exports (the hooks of csrc/exports.map), and that every torch symbol
-it imports is a C shim of the LibTorch stable ABI. The gates that read no binary format, or
-read it through scripts/inspect/binary_info.py (device code, torch shims, CPython symbols, the
-build record), serve both wheels.
+"""The Windows twins of the ELF gates (elf.py), for the win_amd64 wheel's DLL: one binary
+and whole, what it imports (torch's DLL, the system's and the C runtime's; no CUDA runtime),
+what it exports (the hooks of csrc/exports.map), and that every torch symbol it imports is a
+C shim of the LibTorch stable ABI. The gates that read no binary format, or read it through
+the facts of binaries.py (device code, torch shims, CPython symbols, the build record), serve
+both wheels.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import zipfile
 from pathlib import Path
 
 from buildtools import config
-from scripts.inspect import binary_info, pe_info, shim_versions
+from scripts.inspect import pe_info
 
 from . import wheel_files
-from .gate_failure import GateFailure
-from .gates import binary_files, declared_exports, library_of_target
+from .binaries import facts_of, library_of_target
+from .failure import GateFailure
+from .symbols import declared_exports, known_shims
 
 DLL = library_of_target(config.WINDOWS)
 # What the DLL may import: torch's CPU library (from the user's torch), the Windows API and
@@ -79,9 +80,8 @@ def gate_dll_readable(wheel: Path) -> None:
         )
 
 
-def import_problems(dll: Path) -> list[str]:
+def import_problems(imported: list[str]) -> list[str]:
     """Each imported DLL that is not torch's CPU library, the system's or the C runtime's."""
-    imported = pe_info.imported_libraries(dll)
     return [
         name
         for name in imported
@@ -92,10 +92,9 @@ def import_problems(dll: Path) -> list[str]:
 def gate_dll_imports(wheel: Path) -> None:
     """Imports: torch_cpu.dll, KERNEL32.dll and the UCRT only (no CUDA runtime: the launcher
     loads nvcuda.dll itself at the first CUDA call); exports: the hooks only."""
-    with binary_files(wheel) as found:
-        dll = found[DLL]
-        unexpected = import_problems(dll)
-        exported = binary_info.exported_symbols(dll)
+    dll = facts_of(wheel)[DLL]
+    unexpected = import_problems(list(dll.needed))
+    exported = list(dll.exported)
     if unexpected:
         allowed = sorted(ALLOWED_DLLS) + [f"{UCRT_PREFIX}*.dll"]
         raise GateFailure(
@@ -118,12 +117,10 @@ def gate_dll_imports(wheel: Path) -> None:
 def gate_stable_abi_only(wheel: Path, cfg: config.BuildConfig, torch_include: Path) -> None:
     """Every symbol the DLL imports from a torch DLL is a C shim of torch's stable shim
     headers: a C++ symbol (MSVC-mangled, `?...`) is tied to one torch build and compiler."""
-    with binary_files(wheel) as found:
-        imports = pe_info.imports(found[DLL])
-    known = shim_versions.shim_versions(torch_include)
+    known = known_shims(torch_include)
     unstable = [
         f"{symbol} (from {library})"
-        for library, symbols in imports.items()
+        for library, symbols in facts_of(wheel)[DLL].imports_by_dll
         if library.lower() in TORCH_DLLS
         for symbol in symbols
         if symbol not in known
