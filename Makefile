@@ -86,7 +86,8 @@ $(BUILT): $(STAMP) $(WHEEL_SOURCES) $(call missing,$(DIST))
 
 REPAIRED := $(WHEELHOUSE)/.repaired
 repair: $(REPAIRED) ## auditwheel show, then repair to manylinux2014 into wheelhouse/, torch and CUDA excluded
-$(REPAIRED): $(DIST)/.built $(wildcard scripts/release/*.py) $(call missing,$(WHEELHOUSE))
+$(REPAIRED): $(DIST)/.built $(wildcard scripts/release/*.py scripts/release/gates/*.py) \
+		$(call missing,$(WHEELHOUSE))
 	rm -rf $(WHEELHOUSE)
 	$(PYTHON) -m scripts.release repair $(DIST)/*.whl --dest $(WHEELHOUSE)
 	touch $@
