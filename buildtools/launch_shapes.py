@@ -249,7 +249,8 @@ def c_tables(shapes: LaunchShapes, compiled: tuple[Shape, ...]) -> list[str]:
         f"#define CEE_NUM_VECTOR_SHAPES {len(compiled)}",
         "static const cee::VectorShape cee_vector_shapes[CEE_NUM_VECTOR_SHAPES] = {",
         *(
-            f"    {{{s.access}, {s.block}, {s.per_thread}, {LOADS.index(s.load)}}},"
+            f"    {{.access_bytes = {s.access}, .block = {s.block}, "
+            f".per_thread = {s.per_thread}, .load = {LOADS.index(s.load)}}},"
             for s in compiled
         ),
         "};",
@@ -268,7 +269,9 @@ def c_tables(shapes: LaunchShapes, compiled: tuple[Shape, ...]) -> list[str]:
 
     def rule_array(name: str, rules: tuple[Rule, ...]) -> str:
         rows = ", ".join(
-            f"{{{-1 if r.up_to_bytes is None else r.up_to_bytes}, {index[r.shape]}}}" for r in rules
+            f"{{.up_to_bytes = {-1 if r.up_to_bytes is None else r.up_to_bytes}, "
+            f".shape = {index[r.shape]}}}"
+            for r in rules
         )
         lines.append(f"static const cee::ShapeRule {name}[] = {{{rows}}};")
         return name
@@ -302,7 +305,10 @@ def c_tables(shapes: LaunchShapes, compiled: tuple[Shape, ...]) -> list[str]:
         if own:
             own_name = f"cee_op_shape_rules_{t}"
             lines.append(f"static const cee::ShapeRule* const {own_name}[] = {{{', '.join(own)}}};")
-        entries.append(f"    {{{c_string(table.gpu)}, {{{', '.join(lists)}}}, {own_name}}},")
+        entries.append(
+            f"    {{.gpu = {c_string(table.gpu)}, .rules = {{{', '.join(lists)}}}, "
+            f".op_rules = {own_name}}},"
+        )
     lines += [
         "// The first table is the default (any GPU not listed by name).",
         f"#define CEE_NUM_LAUNCH_TABLES {len(shapes.tables)}",

@@ -17,8 +17,8 @@ namespace cee {
 constexpr int kMaxInputs = 8;
 constexpr int kMaxOutputs = 4;
 constexpr int kMaxScalars = 8;
-// Dimensions of the strided kernel after merging (Strided::merge); a call with
-// more is packed into contiguous tensors first.
+// Dimensions of the strided kernel after merging (make_strided in
+// elementwise_host.h); a call with more runs on dense copies of its inputs.
 constexpr int kMaxDims = 8;
 
 // An array of at least one element (C++ has no empty arrays).

@@ -51,7 +51,7 @@
 #include <mutex>
 
 #include "cee_generated.h"  // CEE_DEVICE_CODE, cee_kernel_names, CEE_MIN_DRIVER
-#include "dynamic_library.h"
+#include "dynamic_loader.h"
 
 // Each library's fatbin, embedded by the generated device_code.S (section
 // .nv_fatbin; .nv_fatb in a Windows DLL) under the symbol cee_fatbin_<name>.

@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "dynamic_library.h"
+#include "dynamic_loader.h"
 
 namespace cee {
 

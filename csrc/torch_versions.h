@@ -11,7 +11,7 @@
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 
-#include "dynamic_library.h"
+#include "dynamic_loader.h"
 #include "torch_boundary.h"
 
 namespace cee {

@@ -23,16 +23,11 @@ inline void check_x_and_weight(const Tensor& x, const Tensor& weight) {
 // every row start allow them, each thread taking `per_thread` packs (0: any
 // length, one block a row), `block` threads. A kernel that keeps `max_values`
 // elements a thread or fewer in registers (so that 512 threads fit in the
-// register file) passes it. Two packs a thread or more where a row has 64:
-// one a thread left the H200's bandwidth 10-16% short at rows of 4-8 KiB (too
-// few loads in flight); `fewest` packs a thread where that leaves 256 threads
-// a row (the forward's 16-bit rows: a bfloat16 row of 8192 took 1.5% less at
-// 4 than at 2 on the H200, rows of 1024-2048 at 4 2-4% more). Beyond, the
-// fewest packs that 512 threads cover is best (a 16384-long bfloat16 row at 8
-// a thread lost 13%). A kernel whose instances at `wide_from` packs a thread
-// or more take blocks of 1024 passes it (0: none): the backward's 1024
-// threads at 2 packs (4 for a 16384-long float row) took 14-16% less than 512
-// at 4 (8).
+// register file) passes it. Two packs a thread or more where a row has 64, so
+// that enough loads are in flight; `fewest` packs a thread where that leaves
+// 256 threads a row; beyond, the fewest packs that 512 threads cover. A kernel
+// whose instances at `wide_from` packs a thread or more take blocks of 1024
+// passes it (0: none). The measurements behind each: docs/PERFORMANCE.md.
 struct Geometry {
   bool vector;
   int per_thread;
@@ -102,16 +97,13 @@ inline Tensor rms_norm_forward(Tensor x, Tensor weight, double eps) {
     const long long n = rows[0].rows, stride = rows[0].stride;
     const long long out_stride = rows[0].cols;
     const int cols = (int)rows[0].cols;
-    // 16-bit rows of 32 KiB or more stay in registers: read twice, a
-    // bfloat16 row of 16384 took 6% longer on the H200, where a float row of
-    // 16384 took 4% less (both kernels fit two blocks a multiprocessor).
-    // ops.toml's `when` compiles the held instances these rows reach only.
+    // 16-bit rows of 32 KiB or more stay in registers, where a second read
+    // costs more than the registers it saves; ops.toml's `when` compiles the
+    // held instances these rows reach only.
     const bool hold_row = sizeof(T) == 2 && cols >= 16384;
     const cee::Launch launch(x);
     // Rows too few to fill the GPU twice over, a block each, take a warp each
-    // where 8 packs a thread cover them in one (float32 4096x1024 took 5%
-    // less on the H200, bfloat16 4096x2048 the same; at 16384 rows, eight
-    // fillings, 1% more; bfloat16 rows of 1024, half a warp, gained nothing).
+    // where 8 packs a thread cover them in one: more rows in flight.
     if (g.vector && g.per_thread > 0 && g.per_thread < 8 && g.block > 32 &&
         g.packs > 4 * 32 && g.packs <= 8 * 32) {
       const long long fit = (long long)launch.multiprocessors() *
@@ -122,7 +114,7 @@ inline Tensor rms_norm_forward(Tensor x, Tensor weight, double eps) {
     }
     // Rows of 32 threads or fewer share blocks of 256, 256 / row_threads
     // rows each: a block of one such row left most of a multiprocessor idle
-    // (a bfloat16 row of 512 took 12-40% longer alone on the H200).
+    // (a block of one such row leaves most of a multiprocessor idle).
     int row_threads = (int)g.block;
     unsigned block = g.block;
     if (g.per_thread > 0 && g.block <= 32) {
@@ -204,8 +196,8 @@ inline std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad, Tensor x,
     const void* data[] = {gp, xp, wp, dxp};
     const cee::Rows all[] = {rows[0], rows[1], {1, cols, 0}, {n, cols, cols}};
     const Geometry g = geometry(all, 4, sizeof(T), data, 4, 32, 2);
-    // Blocks for about 1024 threads a multiprocessor (measured on the H100:
-    // 2048 up to 20% slower at long rows, 512 up to 25% slower at short ones),
+    // Blocks for about 1024 threads a multiprocessor (twice or half as many
+    // measured slower),
     // or as many as fit where the kernel's registers allow fewer (a block
     // more would wait for a second wave), each over 8 rows or more: each
     // block's dweight share is one row of `partial`, summed after, so that

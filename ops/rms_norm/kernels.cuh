@@ -10,8 +10,9 @@
 // its kPerThread packs of a row (the host picks it so that they cover the
 // row). kHoldRow: the packs stay in registers for the output; otherwise they
 // are read again, from L1, as Triton's kernel does (the first read marked to
-// stay, the second to go), which took 1-4% less on the H200 at most shapes
-// (host.h picks). 0: any row length, one block a row, read twice (the second
+// stay, the second to go): fewer registers, more blocks in flight (host.h
+// picks; docs/PERFORMANCE.md). 0: any row length, one block a row, read twice
+// (the second
 // time mostly from L2). kVector: 16-byte packs (the host checks that the row
 // length and every row start allow them).
 template <typename T, bool kVector, int kPerThread, bool kHoldRow>
@@ -29,7 +30,7 @@ __global__ void __launch_bounds__(512)
   const P* w = reinterpret_cast<const P*>(weight);
   if constexpr (kHoldRow && kPerThread > 0) {
     // Rows of 32 KiB or more: one block a row, never shared (the indexing of
-    // shared blocks took 20 more registers, and a block fewer fitted).
+    // shared blocks costs registers, and then a block fewer fits).
     for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
       const P* xr = reinterpret_cast<const P*>(x + row * x_stride);
       P* yr = reinterpret_cast<P*>(y + row * y_stride);
@@ -144,16 +145,13 @@ __global__ void __launch_bounds__(512)
 //   dx = rstd * weight * grad - x * rstd^3 * s / cols
 //   dweight = sum over rows of grad * x * rstd
 // kPerThread > 0: the row's packs stay in registers between the two passes
-// where they and the dweight sums fit 48 (kKeepRow: a float row of 16384 at 4
-// packs a thread took 8-10% less than reading it again, 56 bytes of spills
-// and all); else only the sums do
-// and the second pass reads the row again, mostly from L1. 0: any row length,
-// the dweight sums in dw_partial itself.
+// where they and the dweight sums fit 48 (kKeepRow: a second read costs more
+// than a few spills); else only the sums do and the second pass reads the row
+// again, mostly from L1. 0: any row length, the dweight sums in dw_partial
+// itself.
 // Every instance fits 64 registers, so that 1024 threads a multiprocessor
 // (two blocks of 512, or one of 1024 at 2 or 4 packs a thread) hold their
-// loads and overlap one warp's sums with another's loads: the backward of
-// 16384-long rows took 15-30% less on the H100 than at 85-99 registers and one
-// block of 512.
+// loads and overlap one warp's sums with another's loads.
 template <typename T, bool kVector, int kPerThread>
 __global__ void __launch_bounds__(kPerThread >= 2 ? 1024 : 512,
                                   kPerThread >= 2 ? 1 : 2)
@@ -224,7 +222,7 @@ __global__ void __launch_bounds__(kPerThread >= 2 ? 1024 : 512,
   } else if constexpr (kPerThread > 0) {
     // The row stays as loaded (16-bit values two a register) and is widened
     // where used; the weight is read again at each row (from L1): held as
-    // floats, a bfloat16 row of 2048-8192 took 85 registers.
+    // floats, a 16-bit row would not fit 64 registers.
     A acc[kPerThread][W];
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i)

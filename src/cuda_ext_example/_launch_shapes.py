@@ -1,4 +1,4 @@
-"""The compiled launch-shape choice (csrc/elementwise_launch.h), through the library's plain C
+"""The compiled launch-shape choice (csrc/elementwise_launch.h), through the library's C
 hooks (csrc/launch_shape_hooks.cpp) and ctypes: what the tests check with no GPU, and what the
 tuning command (lab/tune) forces; and which device-code libraries (one per op and dtype) the
 launcher has loaded, for the cold-start tests. No torch op serves these: they are no tensor work.

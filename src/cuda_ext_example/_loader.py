@@ -43,7 +43,7 @@ def check_torch_version(installed: str, minimum: str) -> None:
 
 
 def library_path(record: dict) -> Path:
-    """The compiled ops: a plain shared library, not a CPython extension module, named in
+    """The compiled ops: a shared library, not a CPython extension module, named in
     the build record. torch loads it (torch.ops.load_library) and its static initializers
     register the ops; it uses no CPython symbol, so one wheel (py3-none) serves every
     CPython, free-threaded ones included. Its name (buildtools/config.py LIBRARY) is none

@@ -1,11 +1,12 @@
 """The one module that touches torch's private API, each name with a public fallback.
 
-What it buys: the commonest call (plain tensors, no autograd graph, no mode, no trace, no
-torch.func transform) goes straight to the op's no-grad twin (its kernels registered under a
-second name with no autograd kernel), and a plain training call straight to the op's training
-Function, whose forward and backward call the ops with autograd's dispatch keys excluded: a
-dispatcher pass and a Python frame less each, microseconds per call that launch-bound callers
-notice. Only torch's private checks can tell such a call apart, so they live here.
+What it buys: the commonest call (eager: plain tensors, no autograd graph, no mode, no
+trace, no torch.func transform) goes straight to the op's no-grad twin (its kernels
+registered under a second name with no autograd kernel), and an eager training call
+straight to the op's training Function, whose forward and backward call the ops with
+autograd's dispatch keys excluded: a dispatcher pass and a Python frame less each,
+microseconds per call that launch-bound callers notice. Only torch's private checks can
+tell such a call apart, so they live here.
 
 Every name is looked up once, at import. Where this torch lacks one, PRIVATE is None and
 every call takes the public route: the op's autograd.Function (torch.library's
@@ -78,7 +79,7 @@ def route(
     tensors: int,
     private: SimpleNamespace | None = PRIVATE,
 ) -> Callable:
-    """The Python function's call of the op: `below` for a plain no-grad call outside every
+    """The Python function's call of the op: `below` for an eager no-grad call outside every
     mode and trace, `grad_call` for such a call that builds an autograd graph,
     `transformed_call` under torch.func, the public op otherwise. Without the private
     checks, `transformed_call` for every call (torch.func handles an autograd.Function

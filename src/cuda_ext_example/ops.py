@@ -311,11 +311,11 @@ def make_function(op: dict, forward: Callable, autograd: Autograd) -> type:
 
 
 def make_training_function(op: dict, below: Callable, autograd: Autograd) -> type:
-    """make_function's twin for plain autograd, the commonest training call, made for host
-    time: its forward saves for the backward itself (a separate setup_context, which
-    torch.func needs, makes torch bind the arguments to forward's signature every call),
-    and both call the ops below autograd. A backward that is itself differentiated
-    (create_graph) calls the Python functions."""
+    """The op as a second autograd.Function, for eager autograd, the commonest training
+    call, made for host time: its forward saves for the backward itself (a separate
+    setup_context, which torch.func needs, makes torch bind the arguments to forward's
+    signature every call), and both call the ops below autograd. A backward that is itself
+    differentiated (create_graph) calls the Python functions."""
 
     class TrainingFunction(torch.autograd.Function):
         @staticmethod
@@ -437,7 +437,7 @@ def register(namespace: str = NAMESPACE, private=fast_path.PRIVATE) -> dict[str,
                 training = make_training_function(op, below, autograd)
         if private is not None:
             library.impl(name, make_autograd_kernel(op, training, below, namespace), "Autograd")
-        # A plain call goes to the op's no-grad twin: a microsecond less than the exclusion
+        # An eager call goes to the op's no-grad twin: a microsecond less than the exclusion
         # of autograd's keys (below), which the autograd kernel keeps so traces see the op.
         twin = fast_path.raw_op(getattr(ops, op["no_grad_twin"]).default)
         call = fast_path.route(

@@ -19,8 +19,8 @@ TORCH_CALL_FAILED = "torch call failed ("
 def raise_torch_error(error: BaseException, tensors: tuple) -> None:
     """If `error` is an op's failed torch call, raise torch's own exception for it; else
     return (the caller re-raises `error`). The op allocated one contiguous tensor per
-    input at most (packed inputs, the output) and asked for torch's current stream: the
-    same allocations, all held at once, and the same stream lookup fail the same way."""
+    input at most (dense copies of the inputs, the output) and asked for torch's current
+    stream: the same allocations, all held at once, and the same lookup fail the same way."""
     if not isinstance(error, RuntimeError) or TORCH_CALL_FAILED not in str(error):
         return
     held = []

@@ -1,4 +1,4 @@
-"""The Windows twins of the ELF gates (elf.py), for the win_amd64 wheel's DLL: one binary
+"""The Windows counterparts of the ELF gates (elf.py), for the win_amd64 wheel's DLL: one binary
 and whole, what it imports (torch's DLL, the system's and the C runtime's; no CUDA runtime),
 what it exports (the hooks of csrc/exports.map), and that every torch symbol it imports is a
 C shim of the LibTorch stable ABI. The gates that read no binary format, or read it through
