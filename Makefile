@@ -30,9 +30,12 @@ WHEELHOUSE := $(call wheelhouse_of,$(ARCH))
 	tune-wheel cpp format lock venv clean
 
 release: $(STAMP) ## the main job: build, auditwheel show + repair, gates, twine check, upload to a local index, pip install, smoke test
-	$(foreach cpu,$(CPUS),$(MAKE) --no-print-directory wheel ARCH=$(cpu) &&) true
+	mkdir -p build && rm -f build/release-steps
+	$(foreach cpu,$(CPUS),start=$$(date +%s) && \
+		$(MAKE) --no-print-directory wheel ARCH=$(cpu) && \
+		echo "make wheel ARCH=$(cpu) $$(( $$(date +%s) - start ))" >> build/release-steps &&) true
 	$(PYTHON) -m scripts.release release $(foreach cpu,$(CPUS),--wheel $(call dist_of,$(cpu))/*.whl) \
-		$(RELEASE_ARGS)
+		--earlier-steps build/release-steps $(RELEASE_ARGS)
 
 # Every test: -m "" lifts pyproject's default (a bare pytest runs the fast ones only).
 # PYTEST_ARGS narrows the run (files, -m, -k); the tests import the installed wheel.

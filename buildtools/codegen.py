@@ -222,21 +222,17 @@ def op_hosts(decl: Declarations) -> str:
     lines += [
         "}  // namespace cee_hosts",
         "",
-        "// X(name, schema, twin's schema, tags): csrc/ops.cpp registers each op and its",
+        "// X(name, schema, twin's schema): csrc/ops.cpp registers each op and its",
         "// no-grad twin with cee_hosts::<name>.",
         "#define CEE_FOR_EACH_OP(X) \\",
         *(
             f"  X({op.name}, {c_string(op.schema)}, "
-            f"{c_string(op.no_grad_twin + op.schema[len(op.name) :])}, {_tag_list(op)}) \\"
+            f"{c_string(op.no_grad_twin + op.schema[len(op.name) :])}) \\"
             for op in decl.ops
         ),
         "",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _tag_list(op: Op) -> str:
-    return c_string(",".join(op.tags))
 
 
 def _checks(op: Op) -> list[str]:

@@ -3,7 +3,7 @@ whole build passes down (device code, generated C, the build record).
 
 Every op is one kind of declaration: its name, tensor inputs (some updated in place, some
 that a Python number may stand for), scalars, outputs, dtypes, reference and tolerance,
-samples, scalar checks, tags, and how it differentiates. What differs is who writes its
+samples, scalar checks, and how it differentiates. What differs is who writes its
 host function and kernels:
 - an op with a `rule` (an element rule, ops/<folder>/rule.h): the core's elementwise host
   function and kernels run it, and the backward comes from its [derivatives];
@@ -35,13 +35,11 @@ KERNELS = ("simple", "vectorized")  # the core's elementwise kernels
 SCALAR_TYPES = {"float": (int, float), "int": (int,), "bool": (bool,)}
 MAX_INPUTS, MAX_OUTPUTS, MAX_SCALARS, MAX_TEMPLATE_VALUES = 8, 4, 8, 4
 FLOATS = ("float16", "bfloat16", "float32", "float64")
-# torch's op tags that a declaration may give (the core gives elementwise ops `pointwise`).
-TAGS = ("pointwise", "reduction", "needs_fixed_stride_order", "cudagraph_unsafe")
 
 # The keys of a declaration: those of every op, then those of each way of writing one.
 COMMON_KEYS = {
     "inputs", "mutates", "numbers", "outputs", "scalars", "dtypes", "reference",
-    "tolerance", "samples", "checks", "tags", "doc", "name",
+    "tolerance", "samples", "checks", "doc", "name",
 }  # fmt: skip
 RULE_KEYS = {"rule", "kernel", "derived", "derivatives"}
 FUNCTION_KEYS = {"function", "kernels", "backward"}
@@ -143,7 +141,6 @@ class Op:
     tolerance: dict[str, dict[str, float]] | None  # dtype -> {rtol, atol}; None: bitwise
     samples: dict[str, str]  # tensor input -> Python expression of dtype and n
     checks: tuple[str, ...]  # C++ conditions on the scalars, checked on every call
-    tags: tuple[str, ...]
     backward: str | None  # a Python expression: one gradient per tensor input
     jvp: str | None  # a Python expression: the output's tangent (from [derivatives])
     # How its host function and kernels come about: a rule the core runs...
@@ -232,7 +229,6 @@ class Op:
             # The core's elementwise kernel ("simple", "vectorized"), or None: its own.
             "kernel": self.kernel,
             "checks": list(self.checks),
-            "tags": list(self.tags),
             "doc": self.doc,
         }
 
@@ -365,7 +361,6 @@ def _op(path, folder, data, core_dtypes, helpers, has_module) -> Op:
     _check_expression(path, f"{where} reference", reference, names, helpers)
     samples = _samples(path, where, data.get("samples", {}), arguments, own)
     checks = _checks(path, where, data.get("checks", []), arguments)
-    tags = _tags(path, where, data.get("tags", []), elementwise=not own)
     backward, jvp = _differentiation(path, where, data, arguments, outputs, helpers)
     op = Op(
         name=name,
@@ -378,7 +373,6 @@ def _op(path, folder, data, core_dtypes, helpers, has_module) -> Op:
         tolerance=_tolerance(path, where, data.get("tolerance"), dtypes),
         samples=samples,
         checks=checks,
-        tags=tags,
         backward=backward,
         jvp=jvp,
         has_reference_module=has_module,
@@ -498,12 +492,6 @@ def _checks(path, where, checks, arguments) -> tuple[str, ...]:
         _check_expression(path, f"{where} checks {check!r}", python, scalars, set(),
                           torch_allowed=False)  # fmt: skip
     return tuple(checks)
-
-
-def _tags(path, where, tags, elementwise: bool) -> tuple[str, ...]:
-    if not isinstance(tags, list) or set(tags) - set(TAGS):
-        _fail(path, f"{where}: tags = {tags!r}: some of {list(TAGS)}")
-    return tuple(dict.fromkeys((["pointwise"] if elementwise else []) + tags))
 
 
 def _differentiation(path, where, data, arguments, outputs, helpers):

@@ -1,16 +1,15 @@
 // The torch registrations of every declared op, from the generated list
-// (cee_op_hosts.h, written by the build from ops/*/ops.toml): its schema with
-// its tags and its no-grad twin's, and its host function (the core's
+// (cee_op_hosts.h, written by the build from ops/*/ops.toml): its schema and
+// its no-grad twin's, and its host function (the core's
 // elementwise one, or its own host.h) as both's CPU, CUDA and Meta kernel,
 // boxed and guarded
 // (torch_boundary.h), with the op set as the running one (host_api.h) and its
 // declared scalar checks run first. Op-agnostic: a kernel author never edits
 // this file. The LibTorch stable ABI's C registration, as its
 // STABLE_TORCH_LIBRARY macros make it, written out so that what torch 2.10
-// and 2.12 added (kernels registered with our ABI version, op tags) is used
-// where the running torch has it (torch_versions.h).
+// added (kernels registered with our ABI version) is used where the running
+// torch has it (torch_versions.h).
 #include <stdio.h>
-#include <string.h>
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 
 // clang-format off: first, the op table names ops by it
@@ -35,7 +34,7 @@ void run_op(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   Host::template run<kBackend>(*op, stack, num_args, num_outputs);
 }
 
-#define CEE_BOXED(name, schema, twin, tags)                                \
+#define CEE_BOXED(name, schema, twin)                                      \
   template <Backend kBackend>                                              \
   constexpr BoxedKernel boxed_##name =                                     \
       &guarded<&run_op<cee_hosts::name, &cee_op_##name,                    \
@@ -52,23 +51,8 @@ void registered(AOTITorchError error, const char* what, const char* name) {
             what, name);
 }
 
-// The schema, with its tags ("pointwise,reduction") where torch takes tags in
-// the registration (2.12) and knows each of them.
-void define(TorchLibraryHandle library, const char* schema, const char* tags) {
-  int32_t numbers[8];
-  int32_t count = 0;
-  char name[64];
-  for (const char* t = tags; *t && count < 8;) {
-    size_t n = strcspn(t, ",");
-    snprintf(name, sizeof name, "%.*s", (int)n, t);
-    const int32_t number = torch_tag(name);
-    if (number >= 0) numbers[count++] = number;
-    t += n + (t[n] == ',');
-  }
-  auto with_tags = newer_torch().library_def_with_tags;
-  registered(count && with_tags ? with_tags(library, schema, numbers, count)
-                                : aoti_torch_library_def(library, schema),
-             "the schema", schema);
+void define(TorchLibraryHandle library, const char* schema) {
+  registered(aoti_torch_library_def(library, schema), "the schema", schema);
 }
 
 template <Backend kBackend>
@@ -80,7 +64,7 @@ void implement(TorchLibraryHandle library) {
                             : aoti_torch_library_impl(library, name, kernel),
                "a kernel", name);
   };
-#define CEE_IMPL(name, schema, twin, tags) \
+#define CEE_IMPL(name, schema, twin)   \
   impl(#name, boxed_##name<kBackend>);     \
   impl("_" #name "_no_grad", boxed_##name<kBackend>);
   CEE_FOR_EACH_OP(CEE_IMPL)
@@ -100,9 +84,9 @@ struct Registrations {
     // Each op, then its no-grad twin: the same kernels, no autograd kernel
     // (torch's autograd fallback passes through), which the Python function
     // calls when no graph is built (cuda_ext_example/fast_path.py).
-#define CEE_DEF(name, schema, twin, tags) \
-  define(def, schema, tags);              \
-  define(def, twin, "");
+#define CEE_DEF(name, schema, twin) \
+  define(def, schema);              \
+  define(def, twin);
     CEE_FOR_EACH_OP(CEE_DEF)
 #undef CEE_DEF
     init("CPU", &cpu);

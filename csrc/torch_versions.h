@@ -28,9 +28,6 @@ struct NewerTorch {
   AOTITorchError (*library_impl)(TorchLibraryHandle, const char*,
                                  void (*)(StableIValue*, uint64_t, uint64_t),
                                  uint64_t);
-  // 2.12: op tags in the registration.
-  AOTITorchError (*library_def_with_tags)(TorchLibraryHandle, const char*,
-                                          const int32_t*, int32_t);
 };
 
 inline const NewerTorch& newer_torch() {
@@ -47,21 +44,9 @@ inline const NewerTorch& newer_torch() {
         reinterpret_cast<decltype(f.parallel_for)>(find("torch_parallel_for"));
     f.library_impl =
         reinterpret_cast<decltype(f.library_impl)>(find("torch_library_impl"));
-    f.library_def_with_tags = reinterpret_cast<decltype(
-        f.library_def_with_tags)>(find("torch_library_def_with_tags"));
     return f;
   }();
   return found;
-}
-
-// A tag's number in the running torch (its torch_tag_<name>() function, torch
-// >= 2.12), or -1.
-inline int32_t torch_tag(const char* name) {
-  char symbol[64];
-  snprintf(symbol, sizeof symbol, "torch_tag_%s", name);
-  auto tag = reinterpret_cast<int32_t (*)()>(
-      loaded_library_symbol(CEE_TORCH_CPU_LIBRARY, symbol));
-  return tag ? tag() : -1;
 }
 
 // The data of a tensor the op reads, and of one it writes.

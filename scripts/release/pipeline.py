@@ -74,9 +74,18 @@ def run(cmd: list[str], fix: str, **kwargs) -> subprocess.CompletedProcess:
 
 
 class Pipeline:
-    def __init__(self, steps: int):
+    def __init__(self, steps: int, earlier: list[tuple[str, float]] = ()):
         self.total = steps
         self.done = 0
+        # (step, seconds) of every step, those the caller ran before (make's wheel builds) first.
+        self.times: list[tuple[str, float]] = list(earlier)
+
+    def summary(self) -> str:
+        """Each step's time, and the total: where a release spends its minutes."""
+        width = max(len(name) for name, _ in self.times)
+        rows = [f"  {name:<{width}} {seconds:7.1f} s" for name, seconds in self.times]
+        total = sum(seconds for _, seconds in self.times)
+        return "\n".join(["step times:", *rows, f"  {'total':<{width}} {total:7.1f} s"])
 
     def step(self, name: str, func, *args):
         self.done += 1
@@ -89,7 +98,9 @@ class Pipeline:
             took = time.monotonic() - start
             print(f"<== FAILED: {name} after {took:.1f} s\n{failure}", file=sys.stderr, flush=True)
             raise SystemExit(1) from None
-        print(f"<== {name}: ok ({time.monotonic() - start:.1f} s)", flush=True)
+        took = time.monotonic() - start
+        self.times.append((name, took))
+        print(f"<== {name}: ok ({took:.1f} s)", flush=True)
         return result
 
 
@@ -382,7 +393,7 @@ def cmd_release(args) -> None:
     n_wheels = len(args.wheel or [None])
     n_windows = sum(is_windows_wheel(w) for w in args.wheel or [])
     steps = 4 + 3 * n_wheels - n_windows + (2 if args.repository != "none" else 0) + local
-    pipeline = Pipeline(steps)
+    pipeline = Pipeline(steps, earlier_steps(args.earlier_steps))
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     given = args.wheel or [None]  # several --wheel: one per CPU (make release)
@@ -418,6 +429,7 @@ def cmd_release(args) -> None:
     sums = pipeline.step("SHA256SUMS", write_sha256sums, files, out / "SHA256SUMS")
     if args.repository == "none":
         pipeline.step("ready (no upload)", lambda: print("\n".join(f"  {f}" for f in files)))
+        print("\n" + pipeline.summary())
         return
     with ExitStack() as stack:
         if local:
@@ -442,7 +454,20 @@ def cmd_release(args) -> None:
                 prove, simple, None if args.system_torch else args.torch or default_torch_spec(),
                 args.notebook, out,
             )  # fmt: skip
+    print("\n" + pipeline.summary())
     print("\nrelease done")
+
+
+def earlier_steps(path: Path | None) -> list[tuple[str, float]]:
+    """(step, seconds) lines `make release` wrote for the steps it ran first (the wheels)."""
+    if path is None or not path.is_file():
+        return []
+    steps = []
+    for line in path.read_text().splitlines():
+        name, _, seconds = line.rpartition(" ")
+        if name and seconds.isdigit():
+            steps.append((name, float(seconds)))
+    return steps
 
 
 def add_prove_options(parser) -> None:
@@ -477,6 +502,11 @@ def main(argv=None) -> None:
     )
     p.add_argument("--index-dir", type=Path, help="keep the local index's packages here")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where everything goes")
+    p.add_argument(
+        "--earlier-steps",
+        type=Path,
+        help="a file of `<step> <seconds>` lines (make release's wheel builds) for the summary",
+    )
     add_prove_options(p)
     p.set_defaults(func=cmd_release)
     q = sub.add_parser("prove", help="the prove step alone, for built files")

@@ -11,8 +11,8 @@ from buildtools.build_ext import declared_record, git_state
 
 # What the record says of each op (the Python side is made from it), and of each argument.
 OP_KEYS = ["name", "folder", "schema", "arguments", "outputs", "dtypes", "reference",
-           "tolerance", "samples", "backward", "jvp", "broadcasts", "kernel", "checks", "tags",
-           "doc"]  # fmt: skip
+           "tolerance", "samples", "backward", "jvp", "broadcasts", "no_grad_twin", "kernel",
+           "checks", "doc"]  # fmt: skip
 ARGUMENT_KEYS = ["name", "type", "default", "sample", "mutable", "number"]
 
 
