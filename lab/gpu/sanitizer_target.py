@@ -66,7 +66,9 @@ def strided(t):
     return holder[..., 0]
 
 
-for name, op in DECLARATIONS.items():
+# Op names on the command line check those alone (racecheck: the ops with shared memory).
+chosen = sys.argv[1:] or list(DECLARATIONS)
+for name, op in ((n, DECLARATIONS[n]) for n in chosen):
     for dtype in (getattr(torch, d) for d in op["dtypes"]):
         before = set(_launch_shapes.libraries(True))
         largest = [LARGEST] if op["broadcasts"] and dtype == torch.float32 else []
