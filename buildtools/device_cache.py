@@ -3,9 +3,9 @@
 The key of a program is a hash of everything that decides NVRTC's bytes: the compiler (its
 version and the library file's own hash), the options and target, the source, the name
 expressions, and every header the source can reach (each include, quoted or not, followed
-through the include folders, named and hashed by content). So the three CPU targets of a
-release, a rebuild after a Python edit and the tests' fresh clones all share one compile,
-and an edit of one op's rule.h misses for that op's programs only.
+through the include folders, named and hashed by content, its comments left out). So the
+three CPU targets of a release, a rebuild after a Python edit and the tests' fresh clones all
+share one compile, and an edit of one op's rule.h misses for that op's programs only.
 
 The cache lives outside the checkout: $CEE_DEVICE_CODE_CACHE, else
 $XDG_CACHE_HOME/cuda_ext_example/device-code (~/.cache/...); CEE_DEVICE_CODE_CACHE=off
@@ -27,6 +27,19 @@ from pathlib import Path
 CACHE_ENV = "CEE_DEVICE_CODE_CACHE"
 MAGIC = b"cee-device-code-1\n"
 INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)
+# A string or character literal (kept), or a comment (replaced by its newlines).
+TOKEN = re.compile(rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
+
+
+def without_comments(text: bytes) -> bytes:
+    """C++ text with its comments blanked, their lines kept (__LINE__ stays what it was): an
+    edit of a comment alone, a project renamed, compiles nothing again."""
+
+    def blank(match: re.Match) -> bytes:
+        token = match.group(0)
+        return token if token[:1] in (b'"', b"'") else b"\n" * token.count(b"\n")
+
+    return TOKEN.sub(blank, text)
 
 
 def default_root() -> Path | None:
@@ -58,7 +71,7 @@ class Headers:
 
     def _read(self, path: Path) -> tuple[bytes, list]:
         if path not in self._files:
-            text = path.read_bytes()
+            text = without_comments(path.read_bytes())
             self._files[path] = (hashlib.sha256(text).digest(), INCLUDE.findall(text))
         return self._files[path]
 

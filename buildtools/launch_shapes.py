@@ -25,9 +25,9 @@ else:  # pragma: no cover - Python 3.10 builds
 TABLE_FILE = config.ROOT / "tuning" / "launch_shapes.toml"
 ACCESS_BYTES = (8, 16)  # the widths csrc/elementwise_kernels.cuh has an AccessOf for
 # How the vectorized kernel loads its inputs (a shape's `load = ...`; the kernel's template
-# argument kLoad, buildtools/ops.py LOAD_CONSTANTS): the read-only load (__ldg, ld.global.nc),
-# or loads marked evict-first in L2, faster at mid sizes and slower at large ones: a flavour
-# per shape, so that each GPU's table picks it per size from measurements.
+# argument kLoad, buildtools/device_code.py LOAD_CONSTANTS): the read-only load (__ldg,
+# ld.global.nc), or loads marked evict-first in L2, faster at mid sizes and slower at large
+# ones: a flavour per shape, so that each GPU's table picks it per size from measurements.
 LOADS = ("default", "evict-first")
 DEFAULT_LOAD = LOADS[0]
 MAX_INPUTS = 3

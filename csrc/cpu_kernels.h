@@ -4,10 +4,9 @@
 // floats), with the same parameters as the CUDA kernels
 // (elementwise_args.h).
 #pragma once
-#include "torch_versions.h"
-
 #include "elementwise_args.h"
 #include "host_float16.h"
+#include "torch_versions.h"
 
 namespace cee {
 
@@ -40,17 +39,17 @@ void cpu_elementwise(const void* pointers, const void* scalars,
     for (int j = 0; j < Sig::kOutputs; ++j) p.out[j][i] = o[j];
   };
   cee::parallel_for(0, n, kCpuGrainSize,
-                              [=](int64_t begin, int64_t end) noexcept {
-                                long long off[N];
-                                for (int64_t i = begin; i < end; ++i) {
-                                  if (g) {
-                                    g->offsets(i, off);
-                                  } else {
-                                    for (int k = 0; k < N; ++k) off[k] = i;
-                                  }
-                                  element(i, off);
-                                }
-                              });
+                    [=](int64_t begin, int64_t end) noexcept {
+                      long long off[N];
+                      for (int64_t i = begin; i < end; ++i) {
+                        if (g) {
+                          g->offsets(i, off);
+                        } else {
+                          for (int k = 0; k < N; ++k) off[k] = i;
+                        }
+                        element(i, off);
+                      }
+                    });
 }
 
 }  // namespace cee

@@ -169,8 +169,7 @@ void run_typed(const OpInfo& info, const Tensor (&given)[Sig::kInputs],
 template <typename Sig>
 struct ElementwiseHost {
   template <Backend kBackend>
-  static void run(const OpInfo& info, StableIValue* stack, uint64_t,
-                  uint64_t) {
+  static void run(const OpInfo& info, StableIValue* stack, uint64_t, uint64_t) {
     constexpr int N = Sig::kInputs, M = Sig::kOutputs;
     constexpr bool kCuda = kBackend == Backend::Cuda;
     const ElementwiseInfo& op = *info.elementwise;
@@ -191,21 +190,20 @@ struct ElementwiseHost {
     const GetCurrentCudaStream get_stream =
         kCuda ? require_cuda_torch() : nullptr;
     Shape shape;
-    const int dtype =
-        check_inputs(info, in, &shape, kBackend == Backend::Meta);
+    const int dtype = check_inputs(info, in, &shape, kBackend == Backend::Meta);
     Tensor out[AtLeastOne<M>::value];
     for (int j = 0; j < M; ++j)
       out[j] = new_empty(in[0], shape.sizes, shape.ndim);
     bool ran = false;
-#define CEE_RUN_DTYPE(id, device_type, size, scalar_type, name)               \
-  if constexpr ((Sig::kDtypes >> CEE_DTYPE_##id) & 1u) {                      \
-    if (dtype == CEE_DTYPE_##id) {                                            \
-      check_scalars_fit<HostType_##name>(op, values);                         \
-      if (kBackend != Backend::Meta && shape.numel() > 0)                     \
-        run_typed<Sig, HostType_##name, kBackend>(info, in, out, values,      \
-                                                  shape, get_stream);         \
-      ran = true;                                                             \
-    }                                                                         \
+#define CEE_RUN_DTYPE(id, device_type, size, scalar_type, name)          \
+  if constexpr ((Sig::kDtypes >> CEE_DTYPE_##id) & 1u) {                 \
+    if (dtype == CEE_DTYPE_##id) {                                       \
+      check_scalars_fit<HostType_##name>(op, values);                    \
+      if (kBackend != Backend::Meta && shape.numel() > 0)                \
+        run_typed<Sig, HostType_##name, kBackend>(info, in, out, values, \
+                                                  shape, get_stream);    \
+      ran = true;                                                        \
+    }                                                                    \
   }
     CEE_FOR_EACH_DTYPE(CEE_RUN_DTYPE)
 #undef CEE_RUN_DTYPE

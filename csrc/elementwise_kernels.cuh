@@ -3,7 +3,7 @@
 // (buildtools/device_code.py), each instance named by a name expression such as
 //   cee::elementwise_vectorized<cee_ops::Add, float, 2, 16, 256, 4,
 //                               cee::kLoadReadOnly>
-// that buildtools/ops.py derives from the op declarations and pyproject.toml's
+// that buildtools/device_code.py derives from the op declarations and the
 // launch shapes. NVRTC sees only this file, the rules, their generated
 // signatures and the CUDA headers: no torch, no host code, no C++ standard
 // library.

@@ -106,8 +106,7 @@ inline int pick_slot(const ElementwiseInfo& op, int dtype,
                                 n * cee_dtype_sizes[dtype]);
   const int access = cee_vector_shapes[shape].access_bytes;
   // A forced shape no table gives this op has no instance: the simple kernel.
-  bool ok =
-      op.slots[(kFirstVectorSlot + shape) * CEE_NUM_DTYPES + dtype] >= 0;
+  bool ok = op.slots[(kFirstVectorSlot + shape) * CEE_NUM_DTYPES + dtype] >= 0;
   for (int k = 0; k < op.num_inputs + op.num_outputs; ++k)
     ok = ok && aligned_to(data[k], access);
   return ok ? kFirstVectorSlot + shape : kSimpleSlot;

@@ -86,7 +86,7 @@ cee::ScalarValues sample_scalars(const cee::ElementwiseInfo& op) {
 template <typename T>
 bool matches(const cee::OpInfo& op, int dtype, const T& got, const T& want) {
   if (std::memcmp(&got, &want, sizeof(T)) == 0) return true;
-  const double(*tolerance)[2] = op.elementwise->tolerance;
+  const double (*tolerance)[2] = op.elementwise->tolerance;
   if (!tolerance) return false;
   const double g = static_cast<double>(got), w = static_cast<double>(want);
   if (g != g && w != w) return true;

@@ -8,12 +8,11 @@
 // runs its checks and makes its outputs, and visit_dtype runs nothing. LibTorch
 // stable ABI only, like the rest of the host code.
 #pragma once
+#include <stdio.h>
+#include <stdlib.h>
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
-
-#include <stdio.h>
-#include <stdlib.h>
 
 #include <initializer_list>
 #include <string>

@@ -130,8 +130,7 @@ inline void byte_span(const Tensor& t, uintptr_t* first, uintptr_t* last) {
 }
 
 inline bool same_view(const Tensor& a, const Tensor& b) {
-  if (const_data(a) != const_data(b) || a.dim() != b.dim())
-    return false;
+  if (const_data(a) != const_data(b) || a.dim() != b.dim()) return false;
   for (int64_t d = 0; d < a.dim(); ++d)
     if (a.size(d) != b.size(d) || (a.size(d) > 1 && a.stride(d) != b.stride(d)))
       return false;

@@ -34,11 +34,11 @@ void run_op(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   Host::template run<kBackend>(*op, stack, num_args, num_outputs);
 }
 
-#define CEE_BOXED(name, schema, twin)                                      \
-  template <Backend kBackend>                                              \
-  constexpr BoxedKernel boxed_##name =                                     \
-      &guarded<&run_op<cee_hosts::name, &cee_op_##name,                    \
-                       &cee_hosts::check_##name, kBackend>,                \
+#define CEE_BOXED(name, schema, twin)                       \
+  template <Backend kBackend>                               \
+  constexpr BoxedKernel boxed_##name =                      \
+      &guarded<&run_op<cee_hosts::name, &cee_op_##name,     \
+                       &cee_hosts::check_##name, kBackend>, \
                &cee_op_##name>;
 CEE_FOR_EACH_OP(CEE_BOXED)
 #undef CEE_BOXED
@@ -59,13 +59,13 @@ template <Backend kBackend>
 void implement(TorchLibraryHandle library) {
   auto with_version = newer_torch().library_impl;
   auto impl = [&](const char* name, BoxedKernel kernel) {
-    registered(with_version ? with_version(library, name, kernel,
-                                           TORCH_TARGET_VERSION)
-                            : aoti_torch_library_impl(library, name, kernel),
+    registered(with_version
+                   ? with_version(library, name, kernel, TORCH_TARGET_VERSION)
+                   : aoti_torch_library_impl(library, name, kernel),
                "a kernel", name);
   };
 #define CEE_IMPL(name, schema, twin)   \
-  impl(#name, boxed_##name<kBackend>);     \
+  impl(#name, boxed_##name<kBackend>); \
   impl("_" #name "_no_grad", boxed_##name<kBackend>);
   CEE_FOR_EACH_OP(CEE_IMPL)
 #undef CEE_IMPL

@@ -1,9 +1,10 @@
-// torch's current CUDA stream, for every op that launches (csrc/ops.cpp,
-// csrc/custom_op.h). At stable-ABI target 2.10 there is no stable shim for
-// it; aoti_torch_get_current_cuda_stream lives in libtorch_cuda.so
-// (torch_cuda.dll on Windows), which torch loads privately (RTLD_LOCAL), so it
-// is looked up in that library by name (csrc/dynamic_loader.h). A CPU-only
-// torch has no such library: that is an error at call time, never at import.
+// torch's current CUDA stream, for every op that launches
+// (csrc/elementwise_host.h, csrc/host_api.h). At stable-ABI target 2.9 there is
+// no stable shim for it; aoti_torch_get_current_cuda_stream lives in
+// libtorch_cuda.so (torch_cuda.dll on Windows), which torch loads privately
+// (RTLD_LOCAL), so it is looked up in that library by name
+// (csrc/dynamic_loader.h). A CPU-only torch has no such library: that is an
+// error at call time, never at import.
 #pragma once
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 

@@ -1,7 +1,7 @@
 // The host side of my_rms_norm and my_rms_norm_backward (ops.toml): the input
 // checks, the outputs, a plain C++ loop on the CPU and the launches of
 // kernels.cuh on the GPU. Included inside namespace cee_rule_rms_norm, after
-// the core's host API (csrc/custom_op.h).
+// the core's host API (csrc/host_api.h).
 
 // What both ops require of x and weight.
 inline void check_x_and_weight(const Tensor& x, const Tensor& weight) {

@@ -202,7 +202,7 @@ def report_shims(so: Path, out) -> None:
         print(f"  {version:>8}  {name}", file=out)
     newest = max((known[s] for s in shims if s in known), default=None)
     if newest:
-        print(f"=> needs torch >= {shim_versions.format_version(newest)}", file=out)
+        print(f"=> needs torch >= {newest[0]}.{newest[1]}", file=out)
 
 
 def main(argv: list[str] | None = None, out=sys.stdout) -> int:

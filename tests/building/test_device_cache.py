@@ -217,8 +217,11 @@ def test_a_moved_checkout_hits_and_only_an_edit_the_program_reaches_misses(
     with (clone / "csrc" / "launcher.cpp").open("a") as f:
         f.write("// host code: no NVRTC program includes it\n")
     assert compiled() == f"1 from the cache {cache}"
-    with (clone / "csrc" / "element_math.h").open("a") as f:
-        f.write("// reached through ops/square/rule.h\n")
+    math = clone / "csrc" / "element_math.h"
+    math.write_text(math.read_text().replace("//", "// reworded:", 1))  # a comment, same lines
+    assert compiled() == f"1 from the cache {cache}"
+    with math.open("a") as f:
+        f.write("#define CEE_REACHED_THROUGH_THE_RULE 1\n")  # code reached through rule.h
     assert compiled() == f"0 from the cache {cache}"
     assert compiled() == f"1 from the cache {cache}"  # and stored under its new key
     assert len(entries(cache)) == 2

@@ -1,4 +1,4 @@
-"""my_square: what its declaration cannot say. The declared-op tests (test_ops.py,
+"""my_square: what its declaration cannot say. The declared-op tests (test_declared_ops.py,
 test_torch_integration.py, test_torch_func.py) already run it against torch.square for
 every dtype, layout, transform and torch.compile."""
 

@@ -178,7 +178,7 @@ def test_know_your_binary_targets_reuse_the_installed_wheel(released_clone):
 # tests: the set-up, build, repair and install are all there, and the rest of the suite
 # runs outside, with the same lock (inside, this file would run itself again, and CI has a
 # time budget).
-NESTED_PYTEST_ARGS = "tests/ops/test_ops.py tests/tools/test_doctor.py -p no:cacheprovider"
+NESTED_PYTEST_ARGS = "tests/ops/test_declared_ops.py tests/tools/test_doctor.py -p no:cacheprovider"
 
 
 @pytest.fixture(scope="module")

@@ -76,11 +76,12 @@ def test_refuses_grafted_library(good_wheel, tmp_path, grafted):
 def device_code_so(tmp: Path, targets: dict[str, str], compress: bool = False) -> Path:
     """A .so whose .nv_fatbin holds our kernels for other targets ({"sm_90": "12.9"}),
     from NVRTC as the build does, packed uncompressed unless `compress`."""
-    from buildtools import device_code
+    from buildtools import build_ext, declarations
 
     if CC is None:
         pytest.skip("needs a C compiler")
-    code = device_code.write_device_code(tmp / "dc", targets, "test", compress=compress)
+    decl = declarations.load()
+    code = build_ext.write_device_code(tmp / "dc", decl, targets, "test", compress=compress)
     assert code.compilers == {t: f"NVRTC {c}" for t, c in targets.items()}
     so = tmp / "device_code.so"
     subprocess.run([CC, "-shared", tmp / "dc" / "device_code.S", "-o", so], check=True)

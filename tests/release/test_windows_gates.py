@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from buildtools import config, device_code
+from buildtools import config, declarations
 from buildtools.toolchain import torch_paths
 from scripts.inspect import binary_info, pe_info
 from scripts.release import gates as release_gates
@@ -130,12 +130,12 @@ def test_the_dll_holds_one_fatbin_per_declared_library(windows_wheel, good_wheel
         ours = [f.name for f in binary_info.embedded_fatbins(dll)]
     with binary_info.extension_in(good_wheel) as so:
         linux = [f.name for f in binary_info.embedded_fatbins(so)]
-    assert ours == linux == device_code.libraries(*device_code.every_op())
+    assert ours == linux == declarations.load().libraries
 
 
 def test_refuses_a_dll_without_a_librarys_fatbin(windows_wheel, tmp_path):
     dll = nv_fatbin_without(windows_dll_copy(windows_wheel, tmp_path), "my_square_bfloat16")
-    left = [n for n in device_code.libraries(*device_code.every_op()) if n != "my_square_bfloat16"]
+    left = [n for n in declarations.load().libraries if n != "my_square_bfloat16"]
     assert [f.name for f in binary_info.embedded_fatbins(dll)] == left
     failure = run_gates_until_refused(replace_dll(windows_wheel, tmp_path, dll))
     assert failure.gate == "device-code"

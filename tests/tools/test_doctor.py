@@ -79,11 +79,11 @@ def test_python_below_the_packages_floor_fails():
 
 
 def test_old_torch_fails_with_the_version_needed():
-    findings = judge(env(torch_version="2.9.1"), BUILD_INFO)
+    findings = judge(env(torch_version="2.8.0"), BUILD_INFO)
     (torch_finding,) = [f for f in findings if f.topic == "torch"]
     assert torch_finding.level == FAIL
-    assert "2.9.1 is older than 2.10" in torch_finding.message
-    assert "pip install -U 'torch>=2.10'" in torch_finding.message
+    assert "2.8.0 is older than 2.9" in torch_finding.message
+    assert "pip install -U 'torch>=2.9'" in torch_finding.message
 
 
 def test_missing_torch_fails():
@@ -236,18 +236,18 @@ def test_doctor_on_this_machine(tmp_path):
 
 
 def test_doctor_explains_an_old_torch(tmp_path):
-    # torch pretends to be 2.9 from interpreter start: the import of the ops fails,
+    # torch pretends to be 2.8 from interpreter start: the import of the ops fails,
     # and doctor (which must still run) says why and exits non-zero.
-    (tmp_path / "sitecustomize.py").write_text("import torch\ntorch.__version__ = '2.9.0'\n")
+    (tmp_path / "sitecustomize.py").write_text("import torch\ntorch.__version__ = '2.8.0'\n")
     run = _doctor(tmp_path, _with_sitecustomize(tmp_path))
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "[FAIL] torch: 2.9.0 is older than 2.10" in run.stdout
-    assert "[FAIL] import: cuda_ext_example needs torch>=2.10" in run.stdout
+    assert "[FAIL] torch: 2.8.0 is older than 2.9" in run.stdout
+    assert "[FAIL] import: cuda_ext_example needs torch>=2.9" in run.stdout
     assert "verdict: will NOT run as is" in run.stdout
 
 
 def test_plain_import_still_raises_under_old_torch(tmp_path):
-    (tmp_path / "sitecustomize.py").write_text("import torch\ntorch.__version__ = '2.9.0'\n")
+    (tmp_path / "sitecustomize.py").write_text("import torch\ntorch.__version__ = '2.8.0'\n")
     run = subprocess.run(
         [sys.executable, "-c", "import cuda_ext_example"],
         capture_output=True,
@@ -256,7 +256,7 @@ def test_plain_import_still_raises_under_old_torch(tmp_path):
         env={**os.environ, **_with_sitecustomize(tmp_path)},
     )
     assert run.returncode == 1
-    assert "ImportError: cuda_ext_example needs torch>=2.10" in run.stderr
+    assert "ImportError: cuda_ext_example needs torch>=2.9" in run.stderr
 
 
 def test_doctor_on_an_unbuilt_source_tree(tmp_path):
