@@ -157,11 +157,11 @@ lock: ## regenerate requirements/dev.lock and uv.lock: one universal, hashed loc
 	$(UV_COMPILE) -o requirements/dev.lock requirements/dev.in
 	$(UV_COMPILE) -o requirements/oldest-torch.lock requirements/oldest-torch.in
 
-# buildtools/setup_venv.py checks Python, the platform and the network first, and ends a
+# scripts/setup_venv.py checks Python, the platform and the network first, and ends a
 # failure in one line.
 venv: $(STAMP) ## .venv with every tool of requirements/dev.lock (hashes checked)
 $(STAMP): requirements/dev.lock
-	$(PYTHON_BOOTSTRAP) buildtools/setup_venv.py $(VENV) requirements/dev.lock build/venv-setup.log
+	$(PYTHON_BOOTSTRAP) scripts/setup_venv.py $(VENV) requirements/dev.lock build/venv-setup.log
 	touch $@
 
 clean: ## remove the build outputs

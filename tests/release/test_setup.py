@@ -19,7 +19,7 @@ import pytest
 from packaging.tags import compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from buildtools import setup_venv
+from scripts import setup_venv
 from tests.clones import ROOT, clone_with_tools, configured_paths, make, pypi_only_env
 
 LOCKS = sorted((ROOT / "requirements").glob("*.lock"))
@@ -195,7 +195,7 @@ def run_setup(tmp_path: Path, lock_text: str, **env) -> subprocess.CompletedProc
     lock = tmp_path / "test.lock"
     lock.write_text(lock_text)
     return subprocess.run(
-        [sys.executable, ROOT / "buildtools" / "setup_venv.py", tmp_path / "venv", lock,
+        [sys.executable, ROOT / "scripts" / "setup_venv.py", tmp_path / "venv", lock,
          tmp_path / "setup.log"],
         capture_output=True, text=True, env={**pypi_only_env(), **env},
     )  # fmt: skip
@@ -327,7 +327,7 @@ def test_setup_refuses_a_disk_too_small_before_creating_anything(tmp_path, monke
 
 def test_setup_script_parses_on_old_pythons():
     """The version check must be reachable: Python 3.6's grammar parses the whole file."""
-    source = (ROOT / "buildtools" / "setup_venv.py").read_text()
+    source = (ROOT / "scripts" / "setup_venv.py").read_text()
     ast.parse(source, feature_version=(3, 6))
     with pytest.raises(SyntaxError):  # the check itself can fail
         ast.parse("if (x := 1): pass", feature_version=(3, 6))
@@ -368,7 +368,7 @@ def test_setup_on_a_python_older_than_3_10_ends_in_one_line(tmp_path):
         pytest.skip("no CPython 3.6 to 3.9 installed here (pyenv)")
     for version, python in old.items():
         run = subprocess.run(
-            [python, ROOT / "buildtools" / "setup_venv.py", tmp_path / "venv",
+            [python, ROOT / "scripts" / "setup_venv.py", tmp_path / "venv",
              ROOT / "requirements" / "dev.lock"],
             capture_output=True, text=True, env=pypi_only_env(),
         )  # fmt: skip
