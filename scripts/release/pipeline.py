@@ -33,7 +33,7 @@ from buildtools import config
 from scripts.cli_args import file_problem, wheel_problem
 
 from .artifacts import normalize_sdist, read_sha256sums, verify_served, write_sha256sums
-from .gates import GateFailure, gate_list, run_gates, venv_tool, wheel_arch
+from .gates import GateFailure, gate_list, python_tool, run_gates, tool_name, wheel_arch
 from .local_index import local_index
 from .simple_index import project_files
 
@@ -69,7 +69,7 @@ def run(cmd: list[str], fix: str, **kwargs) -> subprocess.CompletedProcess:
     print("  +", " ".join(str(c) for c in cmd), flush=True)
     result = subprocess.run([str(c) for c in cmd], **kwargs)
     if result.returncode != 0:
-        raise StepFailure(f"`{Path(str(cmd[0])).name} ...` exited with {result.returncode}", fix)
+        raise StepFailure(f"`{tool_name(cmd)} ...` exited with {result.returncode}", fix)
     return result
 
 
@@ -127,7 +127,7 @@ def build_wheel_and_sdist(given_wheel: Path | None, out: Path) -> tuple[Path, Pa
 
 def auditwheel_show(wheel: Path) -> None:
     run(
-        [venv_tool("auditwheel"), "show", wheel],
+        [*python_tool("auditwheel"), "show", wheel],
         "auditwheel could not read the wheel; is it a Linux x86_64 wheel?",
     )
 
@@ -163,7 +163,7 @@ def auditwheel_repair(wheel: Path, out_dir: Path, clean: bool = True) -> Path:
     target = cfg.manylinux_tag(arch)
     plat = target if arch == platform.machine() else "auto"
     run(
-        [venv_tool("auditwheel"), "repair", "--plat", plat, *excludes, "-w", out_dir, wheel],
+        [*python_tool("auditwheel"), "repair", "--plat", plat, *excludes, "-w", out_dir, wheel],
         f"the binary needs something {target} does not allow (see auditwheel); the extension "
         f"must be linked by zig for glibc {cfg.glibc} (buildtools/build_ext.py)",
         env=env,
@@ -174,7 +174,8 @@ def auditwheel_repair(wheel: Path, out_dir: Path, clean: bool = True) -> Path:
 
 def check_sdist(sdist: Path) -> None:
     run(
-        [venv_tool("twine"), "check", "--strict", sdist], "fix the sdist metadata in pyproject.toml"
+        [*python_tool("twine"), "check", "--strict", sdist],
+        "fix the sdist metadata in pyproject.toml",
     )
 
 
@@ -205,7 +206,7 @@ def upload(repository_args: list[str], files: list[Path], env: dict) -> None:
     # Credentials come from twine's own config (~/.pypirc, keyring) or TWINE_*
     # environment variables; they are never on the command line or printed.
     run(
-        [venv_tool("twine"), "upload", "--non-interactive", "--disable-progress-bar",
+        [*python_tool("twine"), "upload", "--non-interactive", "--disable-progress-bar",
          *repository_args, *files],
         "see twine's message (credentials: TWINE_USERNAME/TWINE_PASSWORD or ~/.pypirc)",
         env=env,

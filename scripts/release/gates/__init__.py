@@ -21,7 +21,7 @@ from .runner import all_gates, gate_list, run_gates
 from .symbols import declared_exports, gate_torch_shims
 from .table import GATES, Gate, gates_for
 from .tags import gate_py3_none_tag, wheel_arch
-from .tools import venv_tool
+from .tools import python_tool, tool_name
 from .wheel_files import BUILD_RECORD, read_build_record
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "library_of_target",
     "read_build_record",
     "run_gates",
-    "venv_tool",
+    "python_tool",
+    "tool_name",
     "wheel_arch",
 ]

@@ -24,10 +24,14 @@ TORCH_ABI_AUDIT_SKIPPED = (
 )
 
 
-def venv_tool(name: str) -> str:
-    """A console script of the running venv (the release tools are pinned there)."""
-    candidate = Path(sys.executable).parent / name
-    return str(candidate) if candidate.exists() else name
+def python_tool(module: str) -> list[str]:
+    """A release tool pinned in the venv, run as `python -m` by the running Python: found
+    wherever the venv's packages come from, with or without its scripts on PATH."""
+    return [sys.executable, "-m", module]
+
+
+def tool_name(cmd: list) -> str:
+    return str(cmd[2]) if cmd[1:2] == ["-m"] else Path(str(cmd[0])).name
 
 
 def run_tool(gate: str, cmd: list[str], fix: str) -> None:
@@ -38,18 +42,18 @@ def run_tool(gate: str, cmd: list[str], fix: str) -> None:
             # A crash is no verdict on the wheel: its fix would be the wrong one.
             raise GateFailure(
                 gate,
-                f"`{Path(cmd[0]).name}` crashed reading the wheel (no verdict):\n{output[-2000:]}",
+                f"`{tool_name(cmd)}` crashed reading the wheel (no verdict):\n{output[-2000:]}",
                 "find the file it could not read (the gates before it check that every ELF is "
                 "whole); if the wheel is sound, report the crash to the tool and pin another "
                 "version in requirements/dev.in",
             )
-        raise GateFailure(gate, f"`{' '.join(cmd[:2])} ...` failed:\n{output}", fix)
+        raise GateFailure(gate, f"`{tool_name(cmd)} ...` failed:\n{output}", fix)
 
 
 def gate_twine_check(wheel: Path) -> None:
     run_tool(
         "twine-check",
-        [venv_tool("twine"), "check", "--strict", str(wheel)],
+        [*python_tool("twine"), "check", "--strict", str(wheel)],
         "fix the package metadata in pyproject.toml (README must render)",
     )
 
@@ -57,7 +61,7 @@ def gate_twine_check(wheel: Path) -> None:
 def gate_check_wheel_contents(wheel: Path) -> None:
     run_tool(
         "check-wheel-contents",
-        [venv_tool("check-wheel-contents"), str(wheel)],
+        [*python_tool("check_wheel_contents"), str(wheel)],
         "remove stray or duplicate files from the package (see the codes above)",
     )
 
