@@ -168,12 +168,12 @@ def test_accepts_search_path_inside_the_wheel(good_wheel, tmp_path):
 
 def test_refuses_record_that_lies_about_torch_target(good_wheel, tmp_path):
     record = json.loads(zipfile.ZipFile(good_wheel).read(release_gates.BUILD_RECORD))
-    record["torch_target"] = "2.9"
+    record["torch_target"] = "2.8"
     planted = {release_gates.BUILD_RECORD: json.dumps(record, indent=2).encode()}
     failure = run_gates_until_refused(repack(good_wheel, tmp_path, add=planted))
     assert failure.gate == "build-record"
-    assert "torch_target 2.9 but the binary imports torch 2.10 shims" in failure.reason
-    assert "torch_target is '2.9', pyproject.toml" in failure.reason
+    assert "torch_target 2.8 but the binary imports torch 2.9 shims" in failure.reason
+    assert "torch_target is '2.8', pyproject.toml" in failure.reason
     assert "never edit the record: rebuild the wheel" in failure.fix
 
 
@@ -278,15 +278,15 @@ def test_refuses_binary_for_another_cpu(good_wheel, tmp_path):
 METADATA_FAULTS = {
     # fault: (the line, its replacement, what the refusal says)
     "no torch requirement": (
-        "Requires-Dist: torch>=2.10\n",
+        "Requires-Dist: torch>=2.9\n",
         "",
-        "METADATA's torch requirement is missing, not >=2.10: pyproject.toml declares >=2.10 "
-        "([project]) and torch-target 2.10 (the build record: 2.10)",
+        "METADATA's torch requirement is missing, not >=2.9: pyproject.toml declares >=2.9 "
+        "([project]) and torch-target 2.9 (the build record: 2.9)",
     ),
     "older torch": (
-        "torch>=2.10",
         "torch>=2.9",
-        "METADATA's torch requirement is >=2.9, not >=2.10",
+        "torch>=2.8",
+        "METADATA's torch requirement is >=2.8, not >=2.9",
     ),
     "no Requires-Python": (
         "Requires-Python: >=3.10\n",
