@@ -49,9 +49,11 @@ def test_matches_its_reference_in_every_dtype(any_op, device, size):
 
 
 def test_empty_inputs(any_op, device):
+    # Torch's answer for no elements: an empty result, or a reduction's identity.
     for dtype in any_op.dtypes:
-        results = any_op.check(any_op.arguments(0, dtype, device))
-        assert all(r.numel() == 0 for r in results)
+        arguments = any_op.arguments(0, dtype, device)
+        assert any(isinstance(a, torch.Tensor) and a.numel() == 0 for a in arguments)
+        any_op.check(arguments)
 
 
 def _strided(t: torch.Tensor) -> torch.Tensor:

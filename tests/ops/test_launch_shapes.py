@@ -197,8 +197,13 @@ def test_the_generated_table_carries_the_load_flavour():
     extra = {Shape(8, 256, 1), Shape(16, 128, 2), Shape(16, 128, 2, "evict-first")}
     shapes = launch_shapes.LaunchShapes((), (TABLES.tables[0],))
     lines = launch_shapes.c_tables(shapes, tuple(sorted(set(TABLES.compiled(False)) | extra)))
-    assert "    {8, 256, 1, 0}," in lines and "    {16, 128, 2, 0}," in lines
-    assert "    {16, 128, 2, 1}," in lines  # VectorShape::load indexes cee_load_names
+
+    def row(access, block, per_thread, load):
+        fields = f".access_bytes = {access}, .block = {block}, .per_thread = {per_thread}"
+        return f"    {{{fields}, .load = {load}}},"
+
+    assert row(8, 256, 1, 0) in lines and row(16, 128, 2, 0) in lines
+    assert row(16, 128, 2, 1) in lines  # VectorShape::load indexes cee_load_names
     assert 'static const char* const cee_load_names[2] = {"default", "evict-first"};' in lines
 
 
