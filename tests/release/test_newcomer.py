@@ -21,7 +21,8 @@ import zipfile
 
 import pytest
 
-from buildtools import declarations, setup_venv
+from buildtools import declarations
+from scripts import setup_venv
 from tests.clones import (
     ROOT,
     clone,
