@@ -10,15 +10,29 @@ import library. (Only x86_64 -> aarch64 and -> win_amd64 have run.)
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
 from . import config
 
-CACHE = config.ROOT / "build" / "cross"
+
+def cache_root() -> Path:
+    """Where torch's wheels for other targets and their link files live: outside the checkout,
+    so fresh clones and rebuilds share one download (about 550 MB): $CEE_CROSS_CACHE, else
+    $XDG_CACHE_HOME/cuda_ext_example/cross-torch (~/.cache/...)."""
+    named = os.environ.get("CEE_CROSS_CACHE")
+    if named:
+        return Path(named).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "cuda_ext_example" / "cross-torch"
+
+
+CACHE = cache_root()
 LOCK = config.ROOT / "requirements" / "dev.lock"
 # Where torch publishes its wheels for each CPU (pip --platform matches tags exactly); every CPU
 # `make release` builds, whichever CPU it runs on.
@@ -80,18 +94,22 @@ def torch_wheel(arch: str) -> Path:
     if found:
         return found[-1]
     dest.mkdir(parents=True, exist_ok=True)
-    pinned = dest / "torch.txt"
-    pinned.write_text(requirement + "\n")
     platforms = [a for p in WHEEL_PLATFORMS[arch] for a in ("--platform", p)]
     py = f"{sys.version_info.major}{sys.version_info.minor}"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-         "--require-hashes", *platforms, "--python-version", py, "--implementation", "cp",
-         "-d", dest, "-r", pinned],
-        check=True,
-    )  # fmt: skip
-    (wheel,) = sorted(dest.glob(f"torch-{version}-*{arch}*.whl"))
-    return wheel
+    # Into a folder of its own, then renamed into place: two builds at once never see half
+    # a wheel, and pip's hash check has passed before the wheel is there to be found.
+    with tempfile.TemporaryDirectory(dir=dest, prefix=".download-") as fetched:
+        pinned = Path(fetched) / "torch.txt"
+        pinned.write_text(requirement + "\n")
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+             "--require-hashes", *platforms, "--python-version", py, "--implementation", "cp",
+             "-d", fetched, "-r", pinned],
+            check=True,
+        )  # fmt: skip
+        (wheel,) = sorted(Path(fetched).glob(f"torch-{version}-*{arch}*.whl"))
+        os.replace(wheel, dest / wheel.name)
+    return dest / wheel.name
 
 
 def torch_paths(arch: str) -> tuple[Path, Path]:
@@ -99,9 +117,19 @@ def torch_paths(arch: str) -> tuple[Path, Path]:
     wheel = torch_wheel(arch)
     root = CACHE / wheel.stem
     needed = link_only(arch)
-    if not (root / needed[0]).exists():
-        with zipfile.ZipFile(wheel) as zf:
-            for name in zf.namelist():
-                if name.startswith("torch/include/") or name in needed:
-                    zf.extract(name, root)
+    if not root.exists():
+        # Extracted beside it, then renamed into place whole (a build killed halfway leaves
+        # no folder that looks complete; of two builds at once, the second keeps the first's).
+        with tempfile.TemporaryDirectory(dir=CACHE, prefix=".extract-") as scratch:
+            with zipfile.ZipFile(wheel) as zf:
+                for name in zf.namelist():
+                    if name.startswith("torch/include/") or name in needed:
+                        zf.extract(name, scratch)
+            try:
+                os.rename(scratch, root)
+            except OSError:
+                if not root.exists():
+                    raise
+            else:
+                Path(scratch).mkdir()  # for TemporaryDirectory's clean-up
     return root / "torch" / "include", root / "torch" / "lib"

@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import binary_info, shim_versions
@@ -131,22 +132,37 @@ def _listings(so: Path, dump: str) -> dict[str, str]:
             )
             for i, fatbin in enumerate(found)
         }
+    entries = [(i, e) for i, fatbin in enumerate(found) for e in fatbin.entries if e.kind == dump]
+    # One nvdisasm process per cubin, side by side: the threads only wait for them.
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        texts = list(pool.map(_disassembled, [e for _, e in entries]))
     listings, disassembled = {}, 0
     for i, fatbin in enumerate(found):
         parts, skipped = [], []
-        for entry in (e for e in fatbin.entries if e.kind == dump):
+        for (at, entry), (text, error) in zip(entries, texts, strict=True):
+            if at != i:
+                continue
             label = f"{entry.arch} ({fatbin.label(i)})"
-            try:
-                parts.append(f"// {label}\n{binary_info.disassemble(entry)}")
-            except binary_info.ToolMissing:
-                raise
-            except RuntimeError as exc:
-                skipped.append(f"// {label}: not disassembled: {str(exc).splitlines()[0]}")
+            if error is None:
+                parts.append(f"// {label}\n{text}")
+            else:
+                skipped.append(f"// {label}: not disassembled: {error}")
         disassembled += len(parts)
         listings[fatbin.label(i)] = "\n".join(parts + skipped)
     if not disassembled:
         raise RuntimeError("nvdisasm read none of the cubins:\n" + "\n".join(listings.values()))
     return listings
+
+
+def _disassembled(entry) -> tuple[str, str | None]:
+    """(SASS listing, None), or ("", the first line of nvdisasm's refusal); a missing nvdisasm
+    raises."""
+    try:
+        return binary_info.disassemble(entry), None
+    except binary_info.ToolMissing:
+        raise
+    except RuntimeError as exc:
+        return "", str(exc).splitlines()[0]
 
 
 def report_loads(so: Path, out, dump: str) -> bool:

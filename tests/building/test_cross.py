@@ -43,3 +43,32 @@ def test_torch_wheel_of_another_cpu_is_asked_of_pip_by_its_platform_tags(
     assert asked == [cross.WHEEL_PLATFORMS[arch]]
     assert all(tag.endswith(arch) for tag in asked[0])
     assert wheel.name.startswith(f"torch-{version}-") and arch in wheel.name
+
+
+def test_torch_for_linking_is_cached_outside_the_checkout(monkeypatch, tmp_path):
+    monkeypatch.setenv("CEE_CROSS_CACHE", str(tmp_path / "named"))
+    assert cross.cache_root() == tmp_path / "named"
+    monkeypatch.delenv("CEE_CROSS_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cross.cache_root() == tmp_path / "xdg" / "cuda_ext_example" / "cross-torch"
+
+
+def test_link_files_are_extracted_once_and_whole(monkeypatch, tmp_path):
+    """The headers and libtorch come out of torch's wheel into a folder that appears complete
+    or not at all; a later build (a fresh clone) takes it without opening the wheel."""
+    import zipfile
+
+    wheel = tmp_path / "torch-2.9.1-cp311-cp311-manylinux_2_28_aarch64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for name in ("torch/include/torch/a.h", *cross.link_only("aarch64"), "torch/big.so"):
+            zf.writestr(name, name)
+    monkeypatch.setattr(cross, "CACHE", tmp_path / "cache")
+    (tmp_path / "cache").mkdir()
+    monkeypatch.setattr(cross, "torch_wheel", lambda arch: wheel)
+    include, lib = cross.torch_paths("aarch64")
+    assert (include / "torch" / "a.h").read_text() == "torch/include/torch/a.h"
+    assert sorted(p.name for p in lib.iterdir()) == ["libc10.so", "libtorch_cpu.so"]
+    assert not (tmp_path / "cache" / wheel.stem / "torch" / "big.so").exists()
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [wheel.stem]  # no scratch left
+    wheel.unlink()
+    assert cross.torch_paths("aarch64") == (include, lib)
