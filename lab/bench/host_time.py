@@ -27,7 +27,7 @@ N = 1024
 CASES = {
     "my_add": ("torch.add(a, b)", "a, b = randn(N), randn(N)"),
     "my_fast_add": ("torch.add(a, b)", "a, b = randn(N), randn(N)"),
-    "my_square": ("torch.square(a)", "a = randn(N)"),
+    "my_square": ("torch.square(a)", "a = randn(N); rows = a.view(1, N)"),
     "my_gelu": ("F.gelu(a, approximate='tanh')", "a = randn(N)"),
     "my_leaky_relu": ("F.leaky_relu(a, 0.01)", "a = randn(N)"),
     "my_rms_norm": ("F.rms_norm(a, (N,), w, 1e-6)", "a, w = randn(1, N), randn(N).abs() + 0.5"),
@@ -49,7 +49,7 @@ ARGUMENTS = {
 }
 TRITON = {"my_add": ("lab.bench.triton_add", "triton_add", "a, b"),
           "my_fast_add": ("lab.bench.triton_add", "triton_add", "a, b"),
-          "my_square": ("lab.bench.triton_square", "triton_square", "a")}  # fmt: skip
+          "my_square": ("lab.bench.triton_square", "triton_square", "rows")}  # fmt: skip
 
 CHILD = """
 import json, sys, time, torch, torch.nn.functional as F
@@ -101,13 +101,18 @@ def child_source(op: str) -> str:
     )
 
 
+class ChildFailed(Exception):
+    """A measuring process ended in an error: its last line."""
+
+
 def measure(op: str, device: str) -> dict[str, float]:
     """One fresh process's best us/call of each implementation for `op`."""
     run = subprocess.run(
         [sys.executable, "-c", child_source(op), device], capture_output=True, text=True
     )
     if run.returncode != 0:
-        raise SystemExit(f"lab.bench.host_time: {op} failed:\n{run.stderr[-3000:]}")
+        last = (run.stderr.strip().splitlines() or [f"exit {run.returncode}"])[-1]
+        raise ChildFailed(last)
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
@@ -160,14 +165,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Host time per call, us, {device}: median of {args.processes} fresh processes, each "
           "the best of 7 rounds of 3,000 calls\n")  # fmt: skip
     print("| impl | us/call | spread | vs torch |\n|---|---:|---:|---:|")
-    verdicts = []
+    verdicts, failed = [], []
     for op in ops:
-        runs = [measure(op, device) for _ in range(args.processes)]
+        try:
+            runs = [measure(op, device) for _ in range(args.processes)]
+        except ChildFailed as exc:  # said in the table; the other ops are still measured
+            print(f"| {op} | failed: {exc} | | |", flush=True)
+            failed.append(op)
+            continue
         rows, found = table(op, runs)
         print("\n".join(rows), flush=True)
         verdicts += found
-    print("\n" + "\n".join(verdicts))
-    return 0
+    print("\n" + "\n".join(verdicts + [f"{op}: not measured (failed)" for op in failed]))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

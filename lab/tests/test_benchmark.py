@@ -852,3 +852,29 @@ def test_gelu_and_adamw_targets_judge_2_20_and_up_against_the_best_peer(workload
     records += [rec(24, p, 2000.0) for p in peers]
     (target,) = workload.targets(records, ROOFLINE)
     assert target.status == PASS
+
+
+def test_host_time_goes_on_past_an_op_that_fails(monkeypatch, capsys):
+    from lab.bench import host_time
+
+    def fake_measure(op, device):
+        if op == "my_square":
+            raise host_time.ChildFailed("ValueError: no")
+        return {op: 2.0, f"torch.ops.cuda_ext_example.{op}": 3.0, "torch: x": 2.0}
+
+    monkeypatch.setattr(host_time, "measure", fake_measure)
+    code = host_time.main(["--device", "cpu", "--processes", "1", "--ops", "my_square,my_gelu"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "| my_square | failed: ValueError: no |" in out
+    assert "| my_gelu | 2.00 |" in out and "my_square: not measured (failed)" in out
+
+
+@pytest.mark.gpu
+def test_host_time_measures_every_op_on_the_gpu(capsys):
+    from lab.bench import host_time
+
+    assert host_time.main(["--processes", "1"]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    for op in host_time.CASES:
+        assert f"| {op} |" in out and f"{op}: Python function" in out
