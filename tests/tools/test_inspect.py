@@ -159,6 +159,7 @@ def test_ptx_shows_vectorized_loads(wheel):
     assert "ld.global.nc.v4" in text
 
 
+@pytest.mark.slow  # nvdisasm over every cubin: about a minute on two cores
 def test_sass_shows_ldg_e_128(wheel):
     needs("nvdisasm")
     text = run_inspect(wheel, "--sass")
