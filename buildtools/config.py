@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,6 +13,17 @@ else:  # pragma: no cover - Python 3.10 builds
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def shared_cache(env: str, name: str) -> Path:
+    """A cache folder outside the checkout, shared by every clone and rebuild: $env, else
+    $XDG_CACHE_HOME/cuda_ext_example/<name> (~/.cache/...)."""
+    named = os.environ.get(env)
+    if named:
+        return Path(named).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "cuda_ext_example" / name
+
 
 # PEP 600 names a glibc floor manylinux_2_X; the three floors that PEP 513/571/599 named
 # before keep those names as aliases. The wheel is tagged with the alias where there is

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,19 +21,8 @@ from pathlib import Path
 
 from . import config
 
-
-def cache_root() -> Path:
-    """Where torch's wheels for other targets and their link files live: outside the checkout,
-    so fresh clones and rebuilds share one download (about 550 MB): $CEE_CROSS_CACHE, else
-    $XDG_CACHE_HOME/cuda_ext_example/cross-torch (~/.cache/...)."""
-    named = os.environ.get("CEE_CROSS_CACHE")
-    if named:
-        return Path(named).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "cuda_ext_example" / "cross-torch"
-
-
-CACHE = cache_root()
+# torch's wheels for other targets and their link files (about 550 MB, fetched once).
+CACHE = config.shared_cache("CEE_CROSS_CACHE", "cross-torch")
 LOCK = config.ROOT / "requirements" / "dev.lock"
 # Where torch publishes its wheels for each CPU (pip --platform matches tags exactly); every CPU
 # `make release` builds, whichever CPU it runs on.
@@ -120,16 +110,16 @@ def torch_paths(arch: str) -> tuple[Path, Path]:
     if not root.exists():
         # Extracted beside it, then renamed into place whole (a build killed halfway leaves
         # no folder that looks complete; of two builds at once, the second keeps the first's).
-        with tempfile.TemporaryDirectory(dir=CACHE, prefix=".extract-") as scratch:
+        scratch = tempfile.mkdtemp(dir=CACHE, prefix=".extract-")
+        try:
             with zipfile.ZipFile(wheel) as zf:
                 for name in zf.namelist():
                     if name.startswith("torch/include/") or name in needed:
                         zf.extract(name, scratch)
-            try:
-                os.rename(scratch, root)
-            except OSError:
-                if not root.exists():
-                    raise
-            else:
-                Path(scratch).mkdir()  # for TemporaryDirectory's clean-up
+            os.rename(scratch, root)
+        except OSError:
+            if not root.exists():
+                raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)  # nothing left where the rename took it
     return root / "torch" / "include", root / "torch" / "lib"

@@ -24,6 +24,8 @@ import struct
 import tempfile
 from pathlib import Path
 
+from . import config
+
 CACHE_ENV = "CEE_DEVICE_CODE_CACHE"
 MAGIC = b"cee-device-code-1\n"
 INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)
@@ -44,13 +46,9 @@ def without_comments(text: bytes) -> bytes:
 
 def default_root() -> Path | None:
     """The cache folder the environment names, or None where it is turned off."""
-    named = os.environ.get(CACHE_ENV, "")
-    if named.lower() == "off":
+    if os.environ.get(CACHE_ENV, "").lower() == "off":
         return None
-    if named:
-        return Path(named).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "cuda_ext_example" / "device-code"
+    return config.shared_cache(CACHE_ENV, "device-code")
 
 
 class Headers:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from buildtools import cross
+from buildtools import config, cross
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,11 +46,13 @@ def test_torch_wheel_of_another_cpu_is_asked_of_pip_by_its_platform_tags(
 
 
 def test_torch_for_linking_is_cached_outside_the_checkout(monkeypatch, tmp_path):
+    assert config.shared_cache("CEE_CROSS_CACHE", "cross-torch") == cross.CACHE
     monkeypatch.setenv("CEE_CROSS_CACHE", str(tmp_path / "named"))
-    assert cross.cache_root() == tmp_path / "named"
+    assert config.shared_cache("CEE_CROSS_CACHE", "cross-torch") == tmp_path / "named"
     monkeypatch.delenv("CEE_CROSS_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cross.cache_root() == tmp_path / "xdg" / "cuda_ext_example" / "cross-torch"
+    expected = tmp_path / "xdg" / "cuda_ext_example" / "cross-torch"
+    assert config.shared_cache("CEE_CROSS_CACHE", "cross-torch") == expected
 
 
 def test_link_files_are_extracted_once_and_whole(monkeypatch, tmp_path):
