@@ -132,16 +132,17 @@ def _listings(so: Path, dump: str) -> dict[str, str]:
             )
             for i, fatbin in enumerate(found)
         }
-    entries = [(i, e) for i, fatbin in enumerate(found) for e in fatbin.entries if e.kind == dump]
     # One nvdisasm process per cubin, side by side: the threads only wait for them.
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-        texts = list(pool.map(_disassembled, [e for _, e in entries]))
+        jobs = [
+            [(e, pool.submit(_disassembled, e)) for e in fatbin.entries if e.kind == dump]
+            for fatbin in found
+        ]
     listings, disassembled = {}, 0
-    for i, fatbin in enumerate(found):
+    for i, (fatbin, fatbin_jobs) in enumerate(zip(found, jobs, strict=True)):
         parts, skipped = [], []
-        for (at, entry), (text, error) in zip(entries, texts, strict=True):
-            if at != i:
-                continue
+        for entry, job in fatbin_jobs:
+            text, error = job.result()
             label = f"{entry.arch} ({fatbin.label(i)})"
             if error is None:
                 parts.append(f"// {label}\n{text}")
