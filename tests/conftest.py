@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from filelock import FileLock
 
 import cuda_ext_example
 
@@ -121,6 +122,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f"needs 2 GPUs, found {count}"))
         if "large" in item.keywords and _mem_available_gib() < 16:
             item.add_marker(pytest.mark.skip(reason="needs 16 GiB of free host memory"))
+    # The release and slow tests first: make test's workers start the long builds at once
+    # and the quick tests fill the gaps, instead of one long build ending the run alone.
+    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in ("release", "slow")))
 
 
 def pytest_report_header(config):
@@ -149,10 +153,13 @@ def windows_wheel() -> Path:
     """This checkout's Windows wheel (make wheel ARCH=win_amd64: zig cross-links the DLL
     against torch's win_amd64 import library; rebuilt only when a source changed): the
     Windows gates' tests plant their faults in copies of it."""
-    run = subprocess.run(
-        ["make", "--no-print-directory", "wheel", "ARCH=win_amd64"],
-        cwd=ROOT, capture_output=True, text=True,
-    )  # fmt: skip
+    # make test's workers each ask for it: one builds, the others then find it built.
+    (ROOT / "build").mkdir(exist_ok=True)
+    with FileLock(ROOT / "build" / "windows-wheel.lock"):
+        run = subprocess.run(
+            ["make", "--no-print-directory", "wheel", "ARCH=win_amd64"],
+            cwd=ROOT, capture_output=True, text=True,
+        )  # fmt: skip
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     (wheel,) = (ROOT / "build" / "win_amd64" / "dist").glob("*.whl")
     return wheel
