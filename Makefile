@@ -40,7 +40,8 @@ release: $(STAMP) ## the main job: build, auditwheel show + repair, gates, twine
 # Every test: -m "" lifts pyproject's default (a bare pytest runs the fast ones only).
 # PYTEST_ARGS narrows the run (files, -m, -k); the tests import the installed wheel.
 # TEST_WORKERS pytest-xdist processes take a test file each (its fixtures then run once):
-# the release tests are a few long builds and downloads that leave a core idle.
+# the release tests are a few long builds and downloads that leave a core idle. 0: one
+# process (for --pdb).
 TEST_WORKERS ?= 2
 test: install ## every test: build, repair, install the wheel into .venv, pytest (PYTEST_ARGS=...)
 	$(PYTHON) -m pytest -m "" -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
