@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -58,8 +59,6 @@ def test_torch_for_linking_is_cached_outside_the_checkout(monkeypatch, tmp_path)
 def test_link_files_are_extracted_once_and_whole(monkeypatch, tmp_path):
     """The headers and libtorch come out of torch's wheel into a folder that appears complete
     or not at all; a later build (a fresh clone) takes it without opening the wheel."""
-    import zipfile
-
     wheel = tmp_path / "torch-2.9.1-cp311-cp311-manylinux_2_28_aarch64.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         for name in ("torch/include/torch/a.h", *cross.link_only("aarch64"), "torch/big.so"):

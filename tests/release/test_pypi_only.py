@@ -16,10 +16,9 @@ from tests.clones import clone, local_package_sources, pypi_only, pypi_only_env,
 
 pytestmark = pytest.mark.release
 
-# The README's test command in a fresh clone that sees PyPI alone, on the op and doctor
-# tests: the set-up, build, repair and install are all there, and the rest of the suite
-# runs outside, with the same lock (inside, this file would run itself again, and CI has a
-# time budget).
+# Inside, the op and doctor tests only: the set-up, build, repair and install are all there,
+# and the rest of the suite runs outside, with the same lock (inside, this file would run
+# itself again, and CI has a time budget).
 NESTED_PYTEST_ARGS = "tests/ops/test_declared_ops.py tests/tools/test_doctor.py -p no:cacheprovider"
 # The second run shows what is reused (venv, wheel): a few tests say that it still works.
 SECOND_PYTEST_ARGS = "tests/tools/test_doctor.py -p no:cacheprovider"
